@@ -1,0 +1,288 @@
+//! Congestion controls behind one small trait, shaped like Linux's
+//! `struct tcp_congestion_ops` because Linux is what cclab must be faithful to.
+//!
+//! The TCP sender owns a [`TcpState`] (the fields of Linux `struct tcp_sock`
+//! that CC modules read and write) and calls the hooks below at the same
+//! points Linux `tcp_input.c` does. A hook never reads a clock or a global
+//! random source: time arrives in `TcpState::now`, randomness from a
+//! generator seeded by the simulator.
+//!
+//! One file per algorithm: [`reno`], [`cubic`], [`bbr`] (one file per BBR
+//! state). [`AnyCc`] is the single dispatch enum.
+
+pub mod bbr;
+pub mod cubic;
+pub mod reno;
+pub mod rng;
+pub mod time;
+
+pub use time::{Bandwidth, SimDuration, SimTime};
+
+/// Linux `enum tcp_ca_state`: where the sender is in loss recovery.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CaState {
+    #[default]
+    Open,
+    /// SACKed or duplicate-ACKed data seen, no loss marked yet.
+    Disorder,
+    /// cwnd reduced for ECN or local congestion (unused: no ECN here).
+    Cwr,
+    /// Fast recovery after loss detected by SACK/RACK.
+    Recovery,
+    /// After a retransmission timeout.
+    Loss,
+}
+
+/// Linux `enum tcp_ca_event`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CwndEvent {
+    /// First transmission when nothing was in flight (restart after idle).
+    TxStart,
+    /// cwnd restarted after idle (`tcp_cwnd_restart`).
+    CwndRestart,
+    /// End of a CWR/Recovery reduction (`tcp_end_cwnd_reduction`).
+    CompleteCwr,
+    /// Retransmission timeout (`tcp_enter_loss`).
+    Loss,
+}
+
+/// The connection state a CC sees: the subset of Linux `struct tcp_sock`
+/// (and `struct sock`) that `tcp_cong.c`, `tcp_cubic.c` and `tcp_bbr.c` use.
+/// Sequence numbers count segments, not bytes; cwnd counts packets, as in Linux.
+#[derive(Clone, Debug)]
+pub struct TcpState {
+    /// `tp->tcp_mstamp`: the time of the event being processed.
+    pub now: SimTime,
+    /// `tp->mss_cache`: payload bytes per full segment.
+    pub mss_bytes: u32,
+    /// `tp->snd_cwnd`, packets.
+    pub snd_cwnd: u32,
+    /// `tp->snd_cwnd_cnt`: additive-increase counter.
+    pub snd_cwnd_cnt: u32,
+    /// `tp->snd_cwnd_clamp`: upper bound on cwnd.
+    pub snd_cwnd_clamp: u32,
+    /// `tp->snd_ssthresh`, packets; [`INFINITE_SSTHRESH`] before the first loss.
+    pub snd_ssthresh: u32,
+    /// `tp->prior_cwnd`: cwnd when the current reduction began.
+    pub prior_cwnd: u32,
+    /// `icsk_ca_state`.
+    pub ca_state: CaState,
+    /// `tcp_packets_in_flight()`: packets_out - (sacked_out + lost_out) + retrans_out.
+    pub packets_in_flight: u32,
+    /// `tcp_is_cwnd_limited()`: the sender used (most of) its cwnd recently.
+    pub is_cwnd_limited: bool,
+    /// `tp->snd_nxt` in segments.
+    pub snd_nxt: u64,
+    /// `tp->snd_una` in segments.
+    pub snd_una: u64,
+    /// `tp->srtt_us >> 3`; zero until the first RTT sample.
+    pub srtt: SimDuration,
+    /// `tp->delivered`: packets delivered (cumulatively or selectively acked).
+    pub delivered: u64,
+    /// `tp->delivered_mstamp`: when `delivered` last grew.
+    pub delivered_time: SimTime,
+    /// `tp->lost`: packets ever marked lost.
+    pub lost: u64,
+    /// `sk->sk_pacing_rate`, payload bytes per second; only enforced when
+    /// the CC [`needs_pacing`](CongestionControl::needs_pacing).
+    pub pacing_rate_bytes_per_sec: u64,
+    /// `tp->tcp_wstamp_ns`: earliest departure time of the next paced packet.
+    pub next_send_time: SimTime,
+}
+
+/// `TCP_INFINITE_SSTHRESH` in Linux `include/net/tcp.h`.
+pub const INFINITE_SSTHRESH: u32 = 0x7fff_ffff;
+/// `TCP_INIT_CWND` (RFC 6928).
+pub const INITIAL_CWND_PKTS: u32 = 10;
+
+impl TcpState {
+    pub fn new(mss_bytes: u32) -> Self {
+        TcpState {
+            now: SimTime::ZERO,
+            mss_bytes,
+            snd_cwnd: INITIAL_CWND_PKTS,
+            snd_cwnd_cnt: 0,
+            snd_cwnd_clamp: u32::MAX / 2,
+            snd_ssthresh: INFINITE_SSTHRESH,
+            prior_cwnd: 0,
+            ca_state: CaState::Open,
+            packets_in_flight: 0,
+            is_cwnd_limited: false,
+            snd_nxt: 0,
+            snd_una: 0,
+            srtt: SimDuration::ZERO,
+            delivered: 0,
+            delivered_time: SimTime::ZERO,
+            lost: 0,
+            pacing_rate_bytes_per_sec: u64::MAX,
+            next_send_time: SimTime::ZERO,
+        }
+    }
+
+    /// `tcp_in_slow_start()`.
+    pub fn in_slow_start(&self) -> bool {
+        self.snd_cwnd < self.snd_ssthresh
+    }
+}
+
+/// Linux `struct ack_sample`, passed to [`CongestionControl::pkts_acked`].
+#[derive(Clone, Copy, Debug)]
+pub struct AckSample {
+    /// Packets newly cumulatively acknowledged.
+    pub pkts_acked: u32,
+    /// RTT of this ACK (from the newest acked packet that was never retransmitted).
+    pub rtt: Option<SimDuration>,
+    /// Packets in flight before this ACK.
+    pub in_flight: u32,
+}
+
+/// Linux `struct rate_sample` (`tcp_rate.c`, draft-cheng-iccrg-delivery-rate-estimation).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RateSample {
+    /// `tp->delivered` when the sampled packet was sent.
+    pub prior_delivered: u64,
+    /// Packets delivered over `interval`.
+    pub delivered: u64,
+    /// Time over which `delivered` grew; `None` when there is no valid sample
+    /// (Linux `interval_us = -1`).
+    pub interval: Option<SimDuration>,
+    /// RTT of the most recently (S)ACKed packet, if it was never retransmitted.
+    pub rtt: Option<SimDuration>,
+    /// Packets newly marked lost on this ACK.
+    pub losses: u32,
+    /// Packets newly (S)ACKed on this ACK.
+    pub acked_sacked: u32,
+    /// Packets in flight before this ACK.
+    pub prior_in_flight: u32,
+    /// The sample came from a packet sent with a bubble in the pipe.
+    pub is_app_limited: bool,
+    /// The sample came from a retransmitted packet.
+    pub is_retrans: bool,
+    /// This ACK was (likely) delayed by the receiver.
+    pub is_ack_delayed: bool,
+}
+
+impl RateSample {
+    /// Delivery rate in packets per second, if the sample is valid.
+    pub fn delivery_rate_pkts_per_sec(&self) -> Option<f64> {
+        match self.interval {
+            Some(i) if i.as_nanos() > 0 => Some(self.delivered as f64 / i.as_secs_f64()),
+            _ => None,
+        }
+    }
+}
+
+/// What a CC publishes for time series and events; `None` where it has no such notion.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CcTelemetry {
+    /// The CC's mode, e.g. "startup", "probe_bw" (BBR) or "slow_start".
+    pub mode: &'static str,
+    /// BBR's bottleneck bandwidth estimate, payload bits per second.
+    pub bw_estimate_bps: Option<u64>,
+    /// BBR's min-RTT estimate.
+    pub min_rtt: Option<SimDuration>,
+    /// BBR's current pacing gain.
+    pub pacing_gain: Option<f64>,
+}
+
+/// One congestion control algorithm: the hooks of Linux `tcp_congestion_ops`.
+/// All have default no-op bodies except `ssthresh`.
+pub trait CongestionControl {
+    /// `.init`: called once when the connection starts.
+    fn init(&mut self, _tcp: &mut TcpState) {}
+    /// `.ssthresh`: slow-start threshold after a loss (recovery entry or RTO).
+    fn ssthresh(&mut self, tcp: &TcpState) -> u32;
+    /// `.cong_avoid`: grow cwnd on an ACK while not in cwnd reduction.
+    /// Not called when `cong_control` handles the ACK.
+    fn cong_avoid(&mut self, _tcp: &mut TcpState, _ack_seq: u64, _acked_pkts: u32) {}
+    /// `.pkts_acked`: per ACK that acknowledged new data, with its RTT sample.
+    fn pkts_acked(&mut self, _tcp: &mut TcpState, _sample: &AckSample) {}
+    /// `.set_state`: the recovery state is about to become `new_state`
+    /// (`tcp.ca_state` still holds the old one, as in `tcp_set_ca_state`).
+    fn set_state(&mut self, _tcp: &mut TcpState, _new_state: CaState) {}
+    /// `.cwnd_event`.
+    fn cwnd_event(&mut self, _tcp: &mut TcpState, _event: CwndEvent) {}
+    /// `.cong_control`: model-based control of cwnd and pacing rate on every ACK.
+    /// Returns `false` if this CC has none; TCP then runs PRR or `cong_avoid`.
+    fn cong_control(&mut self, _tcp: &mut TcpState, _rs: &RateSample) -> bool {
+        false
+    }
+    /// Whether TCP must pace at `pacing_rate_bytes_per_sec`
+    /// (Linux: the CC sets `sk_pacing_status = SK_PACING_NEEDED`, as BBR does).
+    fn needs_pacing(&self) -> bool {
+        false
+    }
+    /// Internal estimates for time series.
+    fn telemetry(&self, tcp: &TcpState) -> CcTelemetry {
+        CcTelemetry {
+            mode: if tcp.in_slow_start() { "slow_start" } else { "congestion_avoidance" },
+            ..CcTelemetry::default()
+        }
+    }
+}
+
+/// How to build a CC: the part of a scenario that names the algorithm.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CcConfig {
+    Reno,
+    Cubic(cubic::CubicConfig),
+    Bbr(bbr::BbrConfig),
+}
+
+impl CcConfig {
+    /// Builds the algorithm; `seed` feeds any randomness it needs (BBR's start phase).
+    pub fn build(&self, seed: u64) -> AnyCc {
+        match self {
+            CcConfig::Reno => AnyCc::Reno(reno::Reno::default()),
+            CcConfig::Cubic(cfg) => AnyCc::Cubic(cubic::Cubic::new(cfg.clone())),
+            CcConfig::Bbr(cfg) => AnyCc::Bbr(Box::new(bbr::Bbr::new(cfg.clone(), seed))),
+        }
+    }
+}
+
+/// The one dispatch enum over every algorithm (static dispatch, no vtables in the hot path).
+pub enum AnyCc {
+    Reno(reno::Reno),
+    Cubic(cubic::Cubic),
+    Bbr(Box<bbr::Bbr>),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $cc:ident => $body:expr) => {
+        match $self {
+            AnyCc::Reno($cc) => $body,
+            AnyCc::Cubic($cc) => $body,
+            AnyCc::Bbr($cc) => $body,
+        }
+    };
+}
+
+impl CongestionControl for AnyCc {
+    fn init(&mut self, tcp: &mut TcpState) {
+        dispatch!(self, cc => cc.init(tcp))
+    }
+    fn ssthresh(&mut self, tcp: &TcpState) -> u32 {
+        dispatch!(self, cc => cc.ssthresh(tcp))
+    }
+    fn cong_avoid(&mut self, tcp: &mut TcpState, ack_seq: u64, acked_pkts: u32) {
+        dispatch!(self, cc => cc.cong_avoid(tcp, ack_seq, acked_pkts))
+    }
+    fn pkts_acked(&mut self, tcp: &mut TcpState, sample: &AckSample) {
+        dispatch!(self, cc => cc.pkts_acked(tcp, sample))
+    }
+    fn set_state(&mut self, tcp: &mut TcpState, new_state: CaState) {
+        dispatch!(self, cc => cc.set_state(tcp, new_state))
+    }
+    fn cwnd_event(&mut self, tcp: &mut TcpState, event: CwndEvent) {
+        dispatch!(self, cc => cc.cwnd_event(tcp, event))
+    }
+    fn cong_control(&mut self, tcp: &mut TcpState, rs: &RateSample) -> bool {
+        dispatch!(self, cc => cc.cong_control(tcp, rs))
+    }
+    fn needs_pacing(&self) -> bool {
+        dispatch!(self, cc => cc.needs_pacing())
+    }
+    fn telemetry(&self, tcp: &TcpState) -> CcTelemetry {
+        dispatch!(self, cc => cc.telemetry(tcp))
+    }
+}

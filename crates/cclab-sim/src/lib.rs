@@ -1,0 +1,1 @@
+pub use cclab_cc as cc;
