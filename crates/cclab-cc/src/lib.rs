@@ -83,6 +83,10 @@ pub struct TcpState {
     pub delivered_time: SimTime,
     /// `tp->lost`: packets ever marked lost.
     pub lost: u64,
+    /// `tp->app_limited`: 0, or the `delivered` count that ends the current
+    /// app-limited period (`tcp_rate_check_app_limited`; BBR sets it on
+    /// entering PROBE_RTT).
+    pub app_limited: u64,
     /// `sk->sk_pacing_rate`, payload bytes per second; only enforced when
     /// the CC [`needs_pacing`](CongestionControl::needs_pacing).
     pub pacing_rate_bytes_per_sec: u64,
@@ -114,6 +118,7 @@ impl TcpState {
             delivered: 0,
             delivered_time: SimTime::ZERO,
             lost: 0,
+            app_limited: 0,
             pacing_rate_bytes_per_sec: u64::MAX,
             next_send_time: SimTime::ZERO,
         }
