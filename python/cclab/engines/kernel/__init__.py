@@ -1,0 +1,38 @@
+"""The `kernel` engine: real Linux TCP in network namespaces.
+
+    run(resolved_config, *, progress=None) -> result dict (docs/ARCHITECTURE.md) with
+        extra keys `provenance` and `validity` = {"valid": bool, "reasons": [...]}
+    preflight(resolved_config) -> None, or KernelEngineError with one line
+
+Topology: one sender namespace per flow, a router with tbf on its egress towards one
+receiver namespace; the RTT is added to the ACK direction by the native NFQUEUE delay line
+(crates/cclab-delayline) because this kernel has no sch_netem; random loss is an iptables
+statistic rule on the data direction. See shared/kernel-testbed-notes.md for the why.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cclab.engines.kernel.engine import run
+from cclab.engines.kernel.errors import KernelEngineError
+from cclab.engines.kernel.preflight import preflight
+
+if TYPE_CHECKING:
+    from cclab.results import RunResult
+    from cclab.spec import Scenario
+
+__all__ = ["KernelEngine", "KernelEngineError", "preflight", "run"]
+
+
+class KernelEngine:
+    """Adapter for cclab.engines.base's registry: a Scenario in, a RunResult out."""
+
+    name = "kernel"
+
+    def run(self, scenario: Scenario) -> RunResult:
+        from cclab.results import RunResult
+
+        config = scenario.resolve()
+        result = run(config)
+        return RunResult.from_engine_output(result, spec=config, engine=self.name)

@@ -1,0 +1,182 @@
+"""Turns what a run measured into the result dict of docs/ARCHITECTURE.md, plus `validity`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cclab.engines.kernel.sampler import Sampler
+from cclab.engines.kernel.shaping import HEADERS_BYTES
+from cclab.engines.kernel.traffic import ClientReport, FlowPlan
+
+#: Validity thresholds (shared/kernel-testbed-notes.md, "Check every run for validity").
+MAX_LATENESS_FRACTION_OF_RTT = 0.01
+MIN_CPU_IDLE_FRACTION = 0.10
+#: Retransmissions may exceed drops a little (TLP probes, spurious RTO retransmissions).
+RETRANS_MATCH_SLACK_SEGMENTS = 20
+RETRANS_MATCH_SLACK_FRACTION = 0.10
+
+
+@dataclass
+class Measured:
+    plans: list[FlowPlan]
+    clients: dict[int, ClientReport]
+    router_counters: dict
+    receiver_counters: dict
+    sampler: Sampler
+    tbf_first: object
+    tbf_last: object
+    delay_report: dict | None
+    delay_line_died: bool
+    softnet_growth: int
+    rate_bps: int
+    rtt_ns: int
+    duration_s: float
+    wall_s: float
+    queue_limit_bytes: int | None
+    queue_limit_packets: int | None
+
+
+def _pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else 0.0
+
+
+def flow_result(m: Measured, p: FlowPlan) -> dict:
+    c = m.clients[p.flow_id]
+    rows = m.sampler.flows[p.flow_id]
+    last = rows.samples[-1] if rows.samples else None
+    sent_pkts, sent_bytes = m.router_counters.get(("sent", p.index), (0, 0))
+    loss_pkts = m.router_counters.get(("loss", p.index), (0, 0))[0]
+    recv_pkts = m.receiver_counters.get(("recv", p.index), (0, 0))[0]
+    queue_drops = max(0, sent_pkts - loss_pkts - recv_pkts)
+    srtts_ms = [s.srtt_us / 1000 for s in rows.samples if s.srtt_us > 0]
+    seconds = c.seconds_received
+    completed = p.size_bytes is not None and c.ok and c.bytes_received >= p.size_bytes
+    return {
+        "flow_id": p.flow_id,
+        "cc": p.cc,
+        "start_s": p.start_s,
+        "end_s": p.start_s + seconds,
+        "goodput_mbps": c.bytes_received * 8 / seconds / 1e6 if seconds > 0 else 0.0,
+        "bytes_delivered": c.bytes_received,
+        "bytes_sent": max(0, sent_bytes - HEADERS_BYTES * sent_pkts),
+        "data_segments_sent": sent_pkts,
+        "retrans_segments": c.retransmits,
+        "lost_segments": queue_drops + loss_pkts,
+        "queue_drop_segments": queue_drops,
+        "random_loss_segments": loss_pkts,
+        "rto_count": last.total_rto if last is not None else None,
+        "rtt_min_ms": last.min_rtt_us / 1000 if last is not None else None,
+        "rtt_mean_ms": float(np.mean(srtts_ms)) if srtts_ms else None,
+        "rtt_p50_ms": _pct(srtts_ms, 50) if srtts_ms else None,
+        "rtt_p95_ms": _pct(srtts_ms, 95) if srtts_ms else None,
+        "rtt_max_ms": max(srtts_ms) if srtts_ms else None,
+        "fct_s": seconds if completed else None,
+        "completed": completed,
+    }
+
+
+def flow_series(m: Measured) -> dict:
+    cols = {k: [] for k in ("time_s", "flow_id", "throughput_mbps", "cwnd_pkts", "pacing_rate_mbps", "srtt_ms",
+                            "inflight_pkts", "bbr_bw_mbps", "bbr_min_rtt_ms", "cc_mode", "retrans_segments")}  # fmt: skip
+    for p in m.plans:
+        rows = m.sampler.flows[p.flow_id]
+        prev_t, prev = p.start_s, None
+        for t, s in zip(rows.time_s, rows.samples):
+            dt = t - prev_t
+            acked = s.bytes_acked - (prev.bytes_acked if prev else 0)
+            cols["time_s"].append(round(t, 6))
+            cols["flow_id"].append(p.flow_id)
+            cols["throughput_mbps"].append(acked * 8 / dt / 1e6 if dt > 0 else 0.0)
+            cols["cwnd_pkts"].append(s.cwnd_pkts)
+            cols["pacing_rate_mbps"].append(s.pacing_rate_Bps * 8 / 1e6)
+            cols["srtt_ms"].append(s.srtt_us / 1000)
+            cols["inflight_pkts"].append(s.inflight_pkts)
+            cols["bbr_bw_mbps"].append(s.bbr_bw_Bps * 8 / 1e6 if s.bbr_bw_Bps is not None else None)
+            cols["bbr_min_rtt_ms"].append(s.bbr_min_rtt_us / 1000 if s.bbr_min_rtt_us is not None else None)
+            cols["cc_mode"].append(s.mode())
+            cols["retrans_segments"].append(s.total_retrans - (prev.total_retrans if prev else 0))
+            prev_t, prev = t, s
+    return cols
+
+
+def queue_series(m: Measured) -> dict:
+    q = m.sampler.queue
+    cols = {"time_s": [], "queue_bytes": [], "drops": [], "utilization": []}
+    prev_t, prev = 0.0, m.tbf_first
+    for t, s in zip(q.time_s, q.stats):
+        dt = t - prev_t
+        cols["time_s"].append(round(t, 6))
+        cols["queue_bytes"].append(s.backlog_bytes)
+        cols["drops"].append(s.drops - prev.drops)
+        busy = (s.bytes - prev.bytes) * 8 / m.rate_bps
+        cols["utilization"].append(min(1.0, busy / dt) if dt > 0 else 0.0)
+        prev_t, prev = t, s
+    return cols
+
+
+def bottleneck(m: Measured, flows: list[dict], qs: dict) -> dict:
+    backlog = qs["queue_bytes"]
+    sent_bytes = m.tbf_last.bytes - m.tbf_first.bytes
+    return {
+        "utilization": min(1.0, sent_bytes * 8 / m.rate_bps / m.duration_s),
+        "drops": m.tbf_last.drops - m.tbf_first.drops,
+        "random_losses": sum(f["random_loss_segments"] for f in flows),
+        "queue_limit_bytes": m.queue_limit_bytes,
+        "queue_limit_packets": m.queue_limit_packets,
+        "queue_mean_bytes": float(np.mean(backlog)) if backlog else 0.0,
+        "queue_p10_bytes": _pct(backlog, 10),
+        "queue_p50_bytes": _pct(backlog, 50),
+        "queue_p95_bytes": _pct(backlog, 95),
+        "queue_max_bytes": max(backlog) if backlog else 0,
+    }
+
+
+def validity(m: Measured, flows: list[dict], bn: dict) -> dict:
+    reasons = []
+    d = m.delay_report
+    if m.delay_line_died:
+        reasons.append("the delay line exited during the run (ACKs were dropped)")
+    if d is None:
+        reasons.append("the delay line wrote no report")
+    else:
+        for q in d["queues"]:
+            if q["queue_dropped"] or q["user_dropped"]:
+                reasons.append(
+                    f"delay line queue {q['queue']} dropped packets "
+                    f"(queue_dropped {q['queue_dropped']}, user_dropped {q['user_dropped']})"
+                )
+        limit_ns = MAX_LATENESS_FRACTION_OF_RTT * m.rtt_ns
+        if d["lateness_ns"]["p99"] > limit_ns:
+            reasons.append(
+                f"delay line p99 lateness {d['lateness_ns']['p99'] / 1e3:.0f} us exceeds 1% of the RTT "
+                f"({limit_ns / 1e3:.0f} us)"
+            )
+        if d["no_timestamp"] > 0.001 * max(1, d["packets"]):
+            reasons.append(f"{d['no_timestamp']} delayed packets had no kernel receive timestamp")
+    if m.softnet_growth > 0:
+        reasons.append(f"/proc/net/softnet_stat drops grew by {m.softnet_growth} (packets lost outside tbf)")
+    lost_outside = sum(f["queue_drop_segments"] for f in flows) - bn["drops"]
+    if lost_outside > RETRANS_MATCH_SLACK_SEGMENTS:
+        reasons.append(f"{lost_outside} data segments vanished between router and receiver besides tbf drops")
+    retrans = sum(f["retrans_segments"] for f in flows)
+    drops = bn["drops"] + bn["random_losses"]
+    slack = max(RETRANS_MATCH_SLACK_SEGMENTS, RETRANS_MATCH_SLACK_FRACTION * drops)
+    if retrans < drops - slack or retrans > drops + slack:
+        reasons.append(f"retransmits ({retrans}) do not match tbf drops + loss-rule drops ({drops})")
+    idle = cpu_idle_fraction(m)
+    if idle is not None and idle < MIN_CPU_IDLE_FRACTION:
+        reasons.append(f"machine CPU idle {idle:.0%} is below {MIN_CPU_IDLE_FRACTION:.0%}")
+    for p in m.plans:
+        c = m.clients[p.flow_id]
+        if not c.ok:
+            reasons.append(f"flow {p.flow_id}: iperf3 failed: {c.error}")
+    return {"valid": not reasons, "reasons": reasons}
+
+
+def cpu_idle_fraction(m: Measured) -> float | None:
+    cpu = m.sampler.cpu
+    if len(cpu) < 2:
+        return None
+    return (cpu[-1][1] - cpu[0][1]) / max(1, cpu[-1][2] - cpu[0][2])

@@ -1,0 +1,85 @@
+"""Path delay: the native NFQUEUE delay line (crates/cclab-delayline) in the router namespace.
+
+This kernel has no sch_netem, so the whole RTT is added on the ACK direction by holding
+NFQUEUE verdicts (shared/kernel-testbed-notes.md). For a single-bottleneck dumbbell the
+sender sees the same RTT as if the delay were split between directions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from cclab.engines.kernel.errors import KernelEngineError
+
+#: The delay line owns CPU0; veth receive work is steered to the other CPUs (RPS).
+DELAY_LINE_CPU = 0
+READY_TIMEOUT_S = 10.0
+BINARY_NAME = "cclab-delayline"
+
+
+def find_binary() -> str | None:
+    """$CCLAB_DELAYLINE, the workspace's target/{release,debug}, then $PATH."""
+    env = os.environ.get("CCLAB_DELAYLINE")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    repo = Path(__file__).resolve().parents[4]
+    for profile in ("release", "debug"):
+        candidate = repo / "target" / profile / BINARY_NAME
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which(BINARY_NAME)
+
+
+def queues_for(delays_ns: list[int]) -> tuple[list[int], dict[int, int]]:
+    """One NFQUEUE queue per distinct delay: (queue of each flow, delay of each queue)."""
+    distinct = sorted(set(delays_ns))
+    queue_of_delay = {d: q for q, d in enumerate(distinct)}
+    return [queue_of_delay[d] for d in delays_ns], {q: d for d, q in queue_of_delay.items()}
+
+
+class DelayLine:
+    def __init__(self, router_ns: str, delays_by_queue: dict[int, int], workdir: Path) -> None:
+        binary = find_binary()
+        if binary is None:
+            raise KernelEngineError("cclab-delayline is not built: run `cargo build --release -p cclab-delayline`")
+        self.ready = workdir / "delayline.ready"
+        self.report_path = workdir / "delayline.json"
+        self.stderr_path = workdir / "delayline.stderr"
+        args = ["ip", "netns", "exec", router_ns, binary, "--cpu", str(DELAY_LINE_CPU)]
+        for queue, delay in sorted(delays_by_queue.items()):
+            args += ["--queue", f"{queue}:{delay}"]
+        args += ["--ready-file", str(self.ready), "--report", str(self.report_path)]
+        self.command = args
+        self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed in stop()
+        # `ip netns exec` execs the program, so this pid is the delay line's own.
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not self.ready.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise KernelEngineError(f"delay line failed to start: {self.stderr_path.read_text().strip()}")
+            time.sleep(0.01)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> dict | None:
+        """Stops it (SIGTERM makes it write its report) and returns the report, if any."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._stderr.close()
+        try:
+            return json.loads(self.report_path.read_text())
+        except (OSError, ValueError):
+            return None

@@ -1,0 +1,233 @@
+"""`run()`: one resolved config on real Linux TCP in network namespaces.
+
+Order: preflight, stale cleanup, namespaces and veths, host settings, tbf, counters and
+loss rules, delay line, idle-RTT ping, iperf3 servers, samplers, clients at their start
+times, wait, counters, teardown. Teardown runs on success, failure, exception, SIGINT and
+SIGTERM (handlers raise into the `finally`), and from atexit as a last resort.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import re
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from cclab.engines.kernel import assemble, probes, shaping, topology, traffic
+from cclab.engines.kernel.delayline import DelayLine, queues_for
+from cclab.engines.kernel.errors import KernelEngineError
+from cclab.engines.kernel.netns import RunNamespaces, cleanup_stale, new_run_id, ns_run
+from cclab.engines.kernel.preflight import preflight
+from cclab.engines.kernel.provenance import provenance
+
+#: The queue probe never polls faster than this (a dump costs ~50-100 µs of Python).
+MIN_QUEUE_INTERVAL_S = 0.001
+IDLE_PINGS = 5
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived during a run; raised so that teardown runs."""
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        raise Interrupted(f"signal {signum}")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _idle_rtt_ms(sender_ns: str, count: int) -> float | None:
+    out = ns_run(sender_ns, "ping", "-n", "-q", "-c", str(count), "-i", "0.05", topology.RECEIVER_IP, check=False)
+    m = re.search(r"= ([\d.]+)/([\d.]+)/", out)
+    return float(m.group(1)) if m else None
+
+
+class _Started:
+    """What a run started that teardown must stop even if the run raises midway."""
+
+    def __init__(self) -> None:
+        self.procs: list = []
+        self.delay_line: DelayLine | None = None
+        self.sampler = None
+
+    def stop_all(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            with contextlib.suppress(Exception):
+                p.wait(timeout=5)
+        if self.delay_line is not None:
+            self.delay_line.stop()
+
+
+def run(config: dict, *, progress: Callable[[dict], None] | None = None) -> dict:
+    """Runs `config` (docs/ARCHITECTURE.md) and returns the result dict, with `validity`
+    and `provenance`. Raises KernelEngineError if it cannot run here."""
+    preflight(config)
+    cleanup_stale()
+    namespaces = RunNamespaces(new_run_id())
+    atexit.register(namespaces.destroy)
+    workdir = Path(tempfile.mkdtemp(prefix=f"cclab-{namespaces.run_id}-"))
+    started = _Started()
+    try:
+        with _signals_raise():
+            try:
+                return _run(config, namespaces, workdir, started, progress)
+            finally:
+                started.stop_all()
+                namespaces.destroy()
+    finally:
+        namespaces.destroy()
+        atexit.unregister(namespaces.destroy)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(config: dict, namespaces: RunNamespaces, workdir: Path, started: _Started, progress) -> dict:  # noqa: ANN001, PLR0915
+    from cclab.engines.kernel.sampler import Sampler
+
+    wall0 = time.monotonic()
+    b = config["bottleneck"]
+    flows = config["flows"]
+    rate_bps, rtt_ns = int(b["rate_bps"]), int(b["rtt_ns"])
+    duration_ns = int(config["duration_ns"])
+    loss_p = float(b.get("loss_probability") or 0.0)
+
+    def report(phase: str, **extra: object) -> None:
+        if progress is not None:
+            progress({"phase": phase, **extra})
+
+    report("setup")
+    topo = topology.build(namespaces, len(flows))
+    topology.configure_hosts(topo)
+    limit_bytes = shaping.queue_limit_bytes(b)
+    shaping.install_tbf(topo, rate_bps, limit_bytes)
+    ports = traffic.ports_for(len(flows))
+    shaping.install_counters_and_loss(topo, ports, loss_p)
+    delays = [rtt_ns + int(f.get("extra_rtt_ns") or 0) for f in flows]
+    queue_of_flow, delay_of_queue = queues_for(delays)
+    started.delay_line = DelayLine(topo.router, delay_of_queue, workdir)
+    shaping.install_delay_rules(topo, queue_of_flow)
+
+    idle_rtt = {f["flow_id"]: _idle_rtt_ms(topo.senders[i], IDLE_PINGS) for i, f in enumerate(flows)}
+
+    plans = [
+        traffic.FlowPlan(
+            flow_id=f["flow_id"], index=i, cc=f["cc"], start_s=f["start_ns"] / 1e9, sender_ns=topo.senders[i],
+            ports=ports[i], seconds=None if f.get("size_bytes") else traffic.plan_seconds(duration_ns, f["start_ns"]),
+            size_bytes=f.get("size_bytes"),
+        )  # fmt: skip
+        for i, f in enumerate(flows)
+    ]
+    started.procs += traffic.start_servers(topo.receiver, plans, workdir)
+
+    flow_probes = {p.flow_id: probes.TcpInfoProbe(p.sender_ns, p.ports.client) for p in plans}
+    tbf_probe = probes.TbfProbe(topo.router, topo.bottleneck_ifindex)
+    tbf_first = tbf_probe.sample()
+    softnet0 = probes.softnet_dropped()
+    started.sampler = sampler = Sampler(
+        flow_probes,
+        tbf_probe,
+        flow_interval_s=config.get("flow_sample_interval_ns", 100_000_000) / 1e9,
+        queue_interval_s=max(MIN_QUEUE_INTERVAL_S, config.get("queue_sample_interval_ns", 1_000_000) / 1e9),
+    )
+
+    report("running", total_s=duration_ns / 1e9)
+    t0 = time.monotonic()
+    sampler.start(t0)
+    clients: dict[int, object] = {}
+    pending = sorted(plans, key=lambda p: p.start_s)
+    deadline = traffic.client_deadline_s(plans, duration_ns, max(delays) / 1e9)
+    last_report = 0.0
+    while pending or any(c.poll() is None for c in clients.values()):
+        now = time.monotonic() - t0
+        while pending and pending[0].start_s <= now:
+            p = pending.pop(0)
+            clients[p.flow_id] = traffic.start_client(p, workdir)
+            started.procs.append(clients[p.flow_id])
+        if now > deadline:
+            break
+        if not started.delay_line.alive():
+            break
+        if now - last_report >= 1.0:
+            report("running", elapsed_s=round(now, 1), total_s=duration_ns / 1e9)
+            last_report = now
+        time.sleep(0.01)
+    timed_out = any(c.poll() is None for c in clients.values())
+    for c in clients.values():
+        if c.poll() is None:
+            c.kill()
+    sampler.stop()
+    started.sampler = None
+    tbf_last = tbf_probe_final(topo)
+    softnet_growth = probes.softnet_dropped() - softnet0
+    died = not started.delay_line.alive()
+    delay_report = started.delay_line.stop()
+    started.delay_line = None
+    router_counters = shaping.read_counters(topo.router)
+    receiver_counters = shaping.read_counters(topo.receiver)
+    client_reports = {p.flow_id: traffic.read_client(workdir / f"client{p.index}.json") for p in plans}
+    if timed_out:
+        for p in plans:
+            if not client_reports[p.flow_id].ok:
+                client_reports[p.flow_id].error = f"did not finish within {deadline:.0f} s"
+
+    report("assembling")
+    m = assemble.Measured(
+        plans=plans, clients=client_reports, router_counters=router_counters, receiver_counters=receiver_counters,
+        sampler=sampler, tbf_first=tbf_first, tbf_last=tbf_last, delay_report=delay_report,
+        delay_line_died=died, softnet_growth=softnet_growth, rate_bps=rate_bps, rtt_ns=rtt_ns,
+        duration_s=duration_ns / 1e9, wall_s=time.monotonic() - wall0,
+        queue_limit_bytes=b.get("queue_limit_bytes"), queue_limit_packets=b.get("queue_limit_packets"),
+    )  # fmt: skip
+    flow_results = [assemble.flow_result(m, p) for p in plans]
+    qs = assemble.queue_series(m)
+    bn = assemble.bottleneck(m, flow_results, qs)
+    events = {"time_s": [], "flow_id": [], "kind": [], "detail": []}
+    for f in flow_results:
+        for t, kind in ((f["start_s"], "flow_start"), (f["end_s"], "flow_end")):
+            events["time_s"].append(t)
+            events["flow_id"].append(f["flow_id"])
+            events["kind"].append(kind)
+            events["detail"].append("")
+    result = {
+        "flows": flow_results,
+        "bottleneck": bn,
+        "flow_series": assemble.flow_series(m),
+        "queue_series": qs,
+        "events": events,
+        "stats": {"events_processed": 0, "data_packets": m.tbf_last.packets - m.tbf_first.packets,
+                  "sim_wall_s": m.wall_s},
+        "validity": assemble.validity(m, flow_results, bn),
+        "provenance": provenance(config, topo, m, idle_rtt, delay_report, limit_bytes, delay_of_queue),
+    }  # fmt: skip
+    report("done")
+    return result
+
+
+def tbf_probe_final(topo: topology.Topology) -> probes.QdiscStats:
+    probe = probes.TbfProbe(topo.router, topo.bottleneck_ifindex)
+    try:
+        stats = probe.sample()
+    finally:
+        probe.close()
+    if stats is None:
+        raise KernelEngineError("the bottleneck tbf disappeared during the run")
+    return stats

@@ -1,0 +1,122 @@
+"""Checks made before anything is created; each failure is one line saying what to do."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+from functools import lru_cache
+
+from cclab.engines.kernel.delayline import find_binary
+from cclab.engines.kernel.errors import KernelEngineError
+from cclab.engines.kernel.topology import MAX_FLOWS
+
+AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+#: Envelope measured on 2 cores (shared/kernel-testbed-notes.md, bench/kernel_envelope.py):
+#: 1.5 Gbit/s ran clean; at 2 Gbit/s packets were lost outside tbf (per-CPU backlog overflow).
+MAX_FAITHFUL_RATE_BPS = 1_500_000_000
+#: Held ACKs per queued packet in the kernel: keep well under the delay line's queue maxlen.
+MAX_HELD_ACKS = 200_000
+#: Delayed ACKs acknowledge about every second full frame (tcp_send_delayed_ack / quick ack).
+FRAMES_PER_ACK = 2
+FRAME_BITS = 1514 * 8
+#: Linux BBRv1's PROBE_BW up-gain (tcp_bbr.c bbr_pacing_gain[0] = BBR_UNIT * 5 / 4).
+KERNEL_BBR_PROBE_BW_GAIN = 1.25
+TOOLS = {
+    "ip": "iproute2",
+    "iptables": "iptables",
+    "iptables-save": "iptables",
+    "ethtool": "ethtool",
+    "iperf3": "iperf3",
+    "ss": "iproute2",
+    "ping": "iputils-ping",
+}
+
+
+@lru_cache(maxsize=1)
+def kernel_config() -> dict[str, str]:
+    """CONFIG_* values from /proc/config.gz, or {} where the kernel does not expose it."""
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    return dict(line.split("=", 1) for line in lines if line.startswith("CONFIG_") and "=" in line)
+
+
+def kernel_has(option: str, module: str) -> bool | None:
+    """True/False from the kernel config or modinfo; None if neither can tell."""
+    config = kernel_config()
+    if config:
+        return config.get(option) in ("y", "m")
+    if shutil.which("modinfo"):
+        return subprocess.run(["modinfo", module], capture_output=True).returncode == 0
+    return None
+
+
+def netem_available() -> bool | None:
+    return kernel_has("CONFIG_NET_SCH_NETEM", "sch_netem")
+
+
+def held_acks(rate_bps: int, delay_ns: int) -> int:
+    return int(rate_bps / FRAME_BITS / FRAMES_PER_ACK * delay_ns / 1e9)
+
+
+def preflight(config: dict) -> None:
+    """Raises KernelEngineError with one clear line if this config cannot run faithfully here."""
+    if os.geteuid() != 0:
+        raise KernelEngineError("kernel engine needs root (network namespaces, tc, iptables): run it with sudo")
+    for tool, package in TOOLS.items():
+        if shutil.which(tool) is None:
+            raise KernelEngineError(f"{tool} is missing: apt-get install {package}")
+    needed = {
+        "CONFIG_NET_SCH_TBF": ("sch_tbf", "tbf qdisc missing from this kernel (CONFIG_NET_SCH_TBF)"),
+        "CONFIG_NETFILTER_XT_TARGET_NFQUEUE": ("xt_NFQUEUE", "iptables NFQUEUE target missing (delay line)"),
+        "CONFIG_NETFILTER_XT_MATCH_STATISTIC": ("xt_statistic", "iptables statistic match missing (random loss)"),
+    }
+    for option, (module, message) in needed.items():
+        if kernel_has(option, module) is False:
+            raise KernelEngineError(f"{message}; try `modprobe {module}`")
+    if find_binary() is None:
+        raise KernelEngineError("cclab-delayline is not built: run `cargo build --release -p cclab-delayline`")
+
+    flows = config["flows"]
+    if not flows:
+        raise KernelEngineError("flows: at least one flow is needed")
+    if len(flows) > MAX_FLOWS:
+        raise KernelEngineError(f"flows: the kernel engine supports at most {MAX_FLOWS} flows (got {len(flows)})")
+    available = open(AVAILABLE_CC).read().split()
+    for f in flows:
+        if f["cc"] not in available:
+            raise KernelEngineError(
+                f"flow {f['flow_id']}: this kernel lacks CC {f['cc']} ({AVAILABLE_CC} lists {' '.join(available)}); "
+                f"try `modprobe tcp_{f['cc']}`"
+            )
+        gain = f.get("probe_bw_gain")
+        if f["cc"] == "bbr" and gain is not None and abs(gain - KERNEL_BBR_PROBE_BW_GAIN) > 1e-9:
+            raise KernelEngineError(
+                f"flow {f['flow_id']}: kernel BBR's probe_bw gain is fixed at 1.25 (got {gain}); use the sim engine"
+            )
+        if f.get("rwnd_bytes") is not None:
+            raise KernelEngineError(f"flow {f['flow_id']}: rwnd_bytes is not supported by the kernel engine")
+        if f["start_ns"] >= config["duration_ns"]:
+            raise KernelEngineError(f"flow {f['flow_id']}: starts at or after the end of the run")
+    if config["duration_ns"] < 1_000_000_000:
+        raise KernelEngineError("duration: the kernel engine needs at least 1 s (iperf3 runs whole seconds)")
+
+    if (os.cpu_count() or 1) < 2:
+        raise KernelEngineError("kernel engine needs 2 CPUs: one for the delay line, one for packet processing")
+    b = config["bottleneck"]
+    rate = int(b["rate_bps"])
+    if rate > MAX_FAITHFUL_RATE_BPS:
+        raise KernelEngineError(
+            f"bottleneck.rate: {rate / 1e6:.0f} Mbit/s is beyond what this machine emulates faithfully "
+            f"(at most {MAX_FAITHFUL_RATE_BPS / 1e6:.0f} Mbit/s); use the sim engine"
+        )
+    max_delay = max(int(b["rtt_ns"]) + int(f.get("extra_rtt_ns") or 0) for f in flows)
+    if held_acks(rate, max_delay) > MAX_HELD_ACKS:
+        raise KernelEngineError(
+            f"bottleneck: rate x RTT ({rate / 1e6:.0f} Mbit/s x {max_delay / 1e6:.0f} ms) needs more held ACKs "
+            f"than the delay line holds faithfully ({MAX_HELD_ACKS}); use the sim engine"
+        )

@@ -1,0 +1,228 @@
+"""Probes that run while traffic flows: TCP_INFO per flow (sock_diag), tbf backlog and drops
+(rtnetlink qdisc stats), machine CPU idle (/proc/stat).
+
+Each probe owns a raw netlink socket opened inside the namespace it watches; requests are
+prebuilt bytes and replies are parsed with `struct`, so a 1 ms queue poll stays cheap.
+Layouts: include/uapi/linux/inet_diag.h, tcp.h (struct tcp_info, tcp_bbr_info),
+rtnetlink.h (struct tcmsg), gen_stats.h (gnet_stats_basic, gnet_stats_queue).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+
+from cclab.engines.kernel.netns import inside
+
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+RTM_GETQDISC = 38
+NLM_F_REQUEST = 0x1
+NLM_F_DUMP = 0x300
+NLMSG_DONE = 3
+NLMSG_ERROR = 2
+# enum inet_diag attributes; requests set bit (attr - 1) in idiag_ext.
+INET_DIAG_INFO = 2
+INET_DIAG_VEGASINFO = 3  # asking for it makes BBR answer with INET_DIAG_BBRINFO
+INET_DIAG_CONG = 4
+INET_DIAG_BBRINFO = 16
+# TCA_* attributes of a qdisc message and of TCA_STATS2.
+TCA_KIND = 1
+TCA_STATS2 = 7
+TCA_STATS_BASIC = 1
+TCA_STATS_QUEUE = 3
+ALL_TCP_STATES = 0xFFF  # a socket in any state: the sender may be closing when sampled
+BBR_UNIT = 256  # gains in tcp_bbr_info are shifted left 8 bits
+# enum tcp_ca_state (include/net/tcp.h)
+CA_STATE_NAMES = {0: "open", 1: "disorder", 2: "cwr", 3: "recovery", 4: "loss"}
+
+
+def _nl_socket(protocol: int, ns: str) -> socket.socket:
+    with inside(ns):
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, protocol)
+    sock.bind((0, 0))
+    return sock
+
+
+def _nl_dump(sock: socket.socket, request: bytes) -> list[tuple[int, bytes]]:
+    sock.send(request)
+    messages = []
+    while True:
+        data = sock.recv(1 << 20)
+        off = 0
+        while off + 16 <= len(data):
+            length, kind = struct.unpack_from("=IH", data, off)
+            if kind in (NLMSG_DONE, NLMSG_ERROR):
+                return messages
+            messages.append((kind, data[off + 16 : off + length]))
+            off += (length + 3) & ~3
+
+
+def _attrs(buf: bytes, off: int) -> dict[int, bytes]:
+    out = {}
+    while off + 4 <= len(buf):
+        length, kind = struct.unpack_from("=HH", buf, off)
+        if length < 4:
+            break
+        out[kind & 0x3FFF] = buf[off + 4 : off + length]
+        off += (length + 3) & ~3
+    return out
+
+
+@dataclass
+class TcpSample:
+    cc: str
+    ca_state: int
+    cwnd_pkts: int
+    ssthresh_pkts: int
+    srtt_us: int
+    min_rtt_us: int
+    unacked_pkts: int
+    lost_pkts: int
+    retrans_pkts_now: int
+    total_retrans: int
+    pacing_rate_Bps: int
+    delivery_rate_Bps: int
+    bytes_acked: int
+    bytes_sent: int
+    bytes_retrans: int
+    data_segs_out: int
+    total_rto: int | None
+    bbr_bw_Bps: int | None = None
+    bbr_min_rtt_us: int | None = None
+    bbr_pacing_gain: int | None = None
+    bbr_cwnd_gain: int | None = None
+
+    @property
+    def inflight_pkts(self) -> int:
+        # tcp_packets_in_flight(): packets_out - (sacked_out + lost_out) + retrans_out
+        return self.unacked_pkts - self.lost_pkts + self.retrans_pkts_now
+
+    def mode(self) -> str:
+        if self.bbr_pacing_gain is not None:
+            # bbr_update_gains(): STARTUP and DRAIN keep cwnd_gain = high_gain; PROBE_RTT
+            # runs at unity gains; PROBE_BW cycles pacing gain with cwnd_gain 2.
+            if self.bbr_pacing_gain > 2 * BBR_UNIT:
+                return "startup"
+            if self.bbr_cwnd_gain > 2 * BBR_UNIT:
+                return "drain"
+            if self.bbr_cwnd_gain == BBR_UNIT:
+                return "probe_rtt"
+            return "probe_bw"
+        if self.ca_state in (3, 4):
+            return CA_STATE_NAMES[self.ca_state]
+        return "slow_start" if self.cwnd_pkts < self.ssthresh_pkts else "congestion_avoidance"
+
+
+def parse_tcp_info(info: bytes) -> dict[str, int]:
+    """The fields of struct tcp_info this engine uses, by byte offset."""
+    u8 = lambda o: info[o]  # noqa: E731
+    u32 = lambda o: struct.unpack_from("=I", info, o)[0]  # noqa: E731
+    u64 = lambda o: struct.unpack_from("=Q", info, o)[0]  # noqa: E731
+    return {
+        "ca_state": u8(1), "unacked": u32(24), "lost": u32(32), "retrans": u32(36),
+        "rtt_us": u32(68), "ssthresh": u32(76), "cwnd": u32(80), "total_retrans": u32(100),
+        "pacing_rate": u64(104), "bytes_acked": u64(120), "min_rtt_us": u32(148),
+        "data_segs_out": u32(156), "delivery_rate": u64(160),
+        "bytes_sent": u64(200) if len(info) >= 208 else 0,
+        "bytes_retrans": u64(208) if len(info) >= 216 else 0,
+        # tcpi_total_rto (Linux 6.7+)
+        "total_rto": struct.unpack_from("=H", info, 240)[0] if len(info) >= 242 else -1,
+    }  # fmt: skip
+
+
+class TcpInfoProbe:
+    """TCP_INFO of the one socket in a sender namespace whose local port is `sport`."""
+
+    def __init__(self, ns: str, sport: int) -> None:
+        self.sport = sport
+        self.sock = _nl_socket(NETLINK_SOCK_DIAG, ns)
+        ext = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_VEGASINFO - 1)) | (1 << (INET_DIAG_CONG - 1))
+        states = ALL_TCP_STATES
+        sockid = struct.pack("!HH16s16sI8s", sport, 0, b"", b"", 0, b"\xff" * 8)
+        body = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, ext, 0, states) + sockid
+        self.request = struct.pack("=IHHII", 16 + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, 1, 0) + body
+
+    def sample(self) -> TcpSample | None:
+        for _, msg in _nl_dump(self.sock, self.request):
+            sport = struct.unpack_from("!H", msg, 4)[0]
+            if sport != self.sport:
+                continue
+            attrs = _attrs(msg, 72)
+            if INET_DIAG_INFO not in attrs:
+                continue
+            t = parse_tcp_info(attrs[INET_DIAG_INFO])
+            s = TcpSample(
+                cc=attrs.get(INET_DIAG_CONG, b"").rstrip(b"\0").decode(),
+                ca_state=t["ca_state"], cwnd_pkts=t["cwnd"], ssthresh_pkts=t["ssthresh"],
+                srtt_us=t["rtt_us"], min_rtt_us=t["min_rtt_us"], unacked_pkts=t["unacked"],
+                lost_pkts=t["lost"], retrans_pkts_now=t["retrans"], total_retrans=t["total_retrans"],
+                pacing_rate_Bps=t["pacing_rate"], delivery_rate_Bps=t["delivery_rate"],
+                bytes_acked=t["bytes_acked"], bytes_sent=t["bytes_sent"], bytes_retrans=t["bytes_retrans"],
+                data_segs_out=t["data_segs_out"], total_rto=None if t["total_rto"] < 0 else t["total_rto"],
+            )  # fmt: skip
+            bbr = attrs.get(INET_DIAG_BBRINFO)
+            if bbr is not None and len(bbr) >= 20:
+                lo, hi, min_rtt, pg, cg = struct.unpack_from("=IIIII", bbr, 0)
+                s.bbr_bw_Bps, s.bbr_min_rtt_us = (hi << 32) | lo, min_rtt
+                s.bbr_pacing_gain, s.bbr_cwnd_gain = pg, cg
+            return s
+        return None
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@dataclass
+class QdiscStats:
+    bytes: int
+    packets: int
+    backlog_bytes: int
+    qlen: int
+    drops: int
+
+
+class TbfProbe:
+    """Counters of the tbf on `ifindex` in namespace `ns`."""
+
+    def __init__(self, ns: str, ifindex: int) -> None:
+        self.ifindex = ifindex
+        self.sock = _nl_socket(socket.NETLINK_ROUTE, ns)
+        body = struct.pack("=BxxxiIII", socket.AF_UNSPEC, ifindex, 0, 0, 0)
+        self.request = struct.pack("=IHHII", 16 + len(body), RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, 1, 0) + body
+
+    def sample(self) -> QdiscStats | None:
+        found = None
+        for _, msg in _nl_dump(self.sock, self.request):
+            ifindex = struct.unpack_from("=i", msg, 4)[0]
+            if ifindex != self.ifindex:
+                continue
+            attrs = _attrs(msg, 20)
+            if attrs.get(TCA_KIND, b"").rstrip(b"\0") != b"tbf" or TCA_STATS2 not in attrs:
+                continue
+            stats = _attrs(attrs[TCA_STATS2], 0)
+            nbytes, npackets = struct.unpack_from("=QI", stats[TCA_STATS_BASIC], 0)
+            qlen, backlog, drops, _requeues, _over = struct.unpack_from("=IIIII", stats[TCA_STATS_QUEUE], 0)
+            found = QdiscStats(nbytes, npackets, backlog, qlen, drops)
+        return found
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def cpu_times() -> tuple[int, int]:
+    """(idle + iowait, total) jiffies of the whole machine from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return idle, sum(fields[:8])
+
+
+def softnet_dropped() -> int:
+    """Sum over CPUs of /proc/net/softnet_stat's second column (backlog overflow drops)."""
+    total = 0
+    with open("/proc/net/softnet_stat") as f:
+        for line in f:
+            total += int(line.split()[1], 16)
+    return total

@@ -1,0 +1,107 @@
+"""The bottleneck (tbf), random loss and counters (iptables) and the delay-line rules.
+
+All rules live in the run's own router and receiver namespaces. Each rule carries a
+`cclab:<tag>` comment so its counters can be read back by name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pyroute2 import IPRoute
+
+from cclab.engines.kernel.netns import ns_run
+from cclab.engines.kernel.topology import HOST_IFNAME, ROUTER_BOTTLENECK_IFNAME, Topology, sender_ip
+
+#: A full frame as tbf counts it: 1500 B MTU + 14 B Ethernet header (docs/ARCHITECTURE.md).
+FRAME_BYTES = 1514
+#: tbf bucket: at least 10 frames, and at least 250 µs at line rate. Smaller buckets could
+#: not reach the rate at 1 Gbit/s (3 KB reached 790 Mbit/s; testbed notes).
+TBF_MIN_BURST_FRAMES = 10
+TBF_BURST_S = 250e-6
+#: IP total length of a segment without payload: 20 B IP + 32 B TCP with timestamps.
+#: Counting rules match longer packets only, i.e. segments that carry data.
+HEADERS_BYTES = 52
+DATA_MATCH = ["!", "--syn", "-m", "length", "--length", f"{HEADERS_BYTES + 1}:65535"]
+
+
+def tbf_burst_bytes(rate_bps: int) -> int:
+    return max(TBF_MIN_BURST_FRAMES * FRAME_BYTES, int(TBF_BURST_S * rate_bps / 8))
+
+
+def queue_limit_bytes(bottleneck: dict) -> int:
+    if bottleneck.get("queue_limit_bytes") is not None:
+        return int(bottleneck["queue_limit_bytes"])
+    return int(bottleneck["queue_limit_packets"]) * FRAME_BYTES
+
+
+def install_tbf(topo: Topology, rate_bps: int, limit_bytes: int) -> None:
+    """A fresh tbf per run: counters survive `tc qdisc replace`, so delete and add."""
+    with IPRoute(netns=topo.router) as ipr:
+        try:
+            ipr.tc("del", index=topo.bottleneck_ifindex, handle="1:")
+        except Exception:  # noqa: BLE001 - nothing to delete on a new veth
+            pass
+        ipr.tc(
+            "add",
+            "tbf",
+            topo.bottleneck_ifindex,
+            handle="1:",
+            rate=f"{rate_bps}bit",
+            burst=tbf_burst_bytes(rate_bps),
+            limit=limit_bytes,
+        )
+
+
+def _iptables(ns: str, *rule: str) -> None:
+    ns_run(ns, "iptables", "-w", *rule)
+
+
+@dataclass(frozen=True)
+class FlowPorts:
+    """TCP ports of one flow: iperf3's server port and the client's data port (--cport)."""
+
+    server: int
+    client: int
+
+
+def install_counters_and_loss(topo: Topology, ports: list[FlowPorts], loss_probability: float) -> None:
+    for i, p in enumerate(ports):
+        match = ["-i", f"s{i}", "-p", "tcp", "--sport", str(p.client), *DATA_MATCH]
+        _iptables(topo.router, "-A", "FORWARD", *match, "-m", "comment", "--comment", f"cclab:sent:{i}")
+        if loss_probability > 0:
+            _iptables(
+                topo.router, "-A", "FORWARD", *match,
+                "-m", "statistic", "--mode", "random", "--probability", f"{loss_probability:.10f}",
+                "-m", "comment", "--comment", f"cclab:loss:{i}", "-j", "DROP",
+            )  # fmt: skip
+        _iptables(
+            topo.receiver, "-A", "INPUT", "-i", HOST_IFNAME, "-s", sender_ip(i),
+            "-p", "tcp", "--sport", str(p.client), *DATA_MATCH,
+            "-m", "comment", "--comment", f"cclab:recv:{i}",
+        )  # fmt: skip
+
+
+def install_delay_rules(topo: Topology, queue_of_flow: list[int]) -> None:
+    """The reverse (ACK) direction of flow i goes to its queue. No --queue-bypass: without
+    the delay line these packets are dropped, never passed undelayed (fail closed)."""
+    for i, queue in enumerate(queue_of_flow):
+        _iptables(
+            topo.router, "-A", "FORWARD", "-i", ROUTER_BOTTLENECK_IFNAME, "-o", f"s{i}",
+            "-m", "comment", "--comment", f"cclab:delay:{i}", "-j", "NFQUEUE", "--queue-num", str(queue),
+        )  # fmt: skip
+
+
+_SAVE_LINE = re.compile(r"^\[(\d+):(\d+)\] .*--comment \"?cclab:(\w+):(\d+)\"?")
+
+
+def read_counters(ns: str) -> dict[tuple[str, int], tuple[int, int]]:
+    """(kind, flow) -> (packets, bytes) for every cclab rule in namespace `ns`."""
+    text = ns_run(ns, "iptables-save", "-c", "-t", "filter")
+    counters = {}
+    for line in text.splitlines():
+        m = _SAVE_LINE.match(line)
+        if m:
+            counters[(m.group(3), int(m.group(4)))] = (int(m.group(1)), int(m.group(2)))
+    return counters

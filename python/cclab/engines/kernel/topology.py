@@ -1,0 +1,145 @@
+"""The dumbbell, built over netlink: one sender namespace per flow, a router, one receiver.
+
+    s0 (eth0 10.200.1.2) ──veth── r:s0 (10.200.1.1) ┐
+    s1 (eth0 10.200.2.2) ──veth── r:s1 (10.200.2.1) ┼─ r:rx (10.200.0.1) ──veth── rx (eth0 10.200.0.2)
+    ...                                              ┘        tbf here
+
+One namespace per flow gives every flow its own path delay (its own NFQUEUE queue on the
+router's ACK path), its own TCP_INFO sampler and its own per-namespace TCP counters.
+Addresses are private and exist only on these veths.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from pyroute2 import IPRoute
+
+from cclab.engines.kernel.netns import RunNamespaces, ns_run
+
+MTU_BYTES = 1500
+#: Receiver side subnet 10.200.0.0/24; flow i's sender subnet is 10.200.(i+1).0/24.
+SUBNET_PREFIX = "10.200"
+MAX_FLOWS = 254
+ROUTER_BOTTLENECK_IFNAME = "rx"
+HOST_IFNAME = "eth0"
+#: tcp_rmem/tcp_wmem maxima: high enough that socket buffers never limit a flow (the seeds
+#: set 2^31-1; rmem_max is read-only in child namespaces, so autotuning must do the work).
+TCP_MEM_MAX_BYTES = 512 * 1024 * 1024
+#: The sysctls every host namespace gets (Documentation/networking/ip-sysctl.rst).
+HOST_SYSCTLS = {
+    "net.ipv4.tcp_rmem": f"4096 131072 {TCP_MEM_MAX_BYTES}",
+    "net.ipv4.tcp_wmem": f"4096 16384 {TCP_MEM_MAX_BYTES}",
+    # A cached ssthresh/RTT from an earlier connection must not shape the next run.
+    "net.ipv4.tcp_no_metrics_save": "1",
+    # RACK loss detection, the Linux default since 4.18.
+    "net.ipv4.tcp_recovery": "1",
+}
+
+
+def sender_ip(flow_index: int) -> str:
+    return f"{SUBNET_PREFIX}.{flow_index + 1}.2"
+
+
+def sender_gw(flow_index: int) -> str:
+    return f"{SUBNET_PREFIX}.{flow_index + 1}.1"
+
+
+RECEIVER_IP = f"{SUBNET_PREFIX}.0.2"
+RECEIVER_GW = f"{SUBNET_PREFIX}.0.1"
+
+
+@dataclass
+class Topology:
+    router: str
+    receiver: str
+    senders: list[str]
+    bottleneck_ifindex: int = 0
+    sender_ifnames: list[str] = field(default_factory=list)
+
+
+def _host_side(ns: str, address: str, gateway: str) -> None:
+    with IPRoute(netns=ns) as ipr:
+        lo = ipr.link_lookup(ifname="lo")[0]
+        ipr.link("set", index=lo, state="up")
+        idx = ipr.link_lookup(ifname=HOST_IFNAME)[0]
+        ipr.addr("add", index=idx, address=address, prefixlen=24)
+        ipr.link("set", index=idx, state="up", mtu=MTU_BYTES)
+        ipr.route("add", dst="0.0.0.0/0", gateway=gateway)
+
+
+def build(namespaces: RunNamespaces, n_flows: int) -> Topology:
+    if n_flows > MAX_FLOWS:
+        raise ValueError(f"at most {MAX_FLOWS} flows")
+    router = namespaces.create("r")
+    receiver = namespaces.create("rx")
+    senders = [namespaces.create(f"s{i}") for i in range(n_flows)]
+    topo = Topology(router=router, receiver=receiver, senders=senders)
+    with IPRoute(netns=router) as ipr:
+        lo = ipr.link_lookup(ifname="lo")[0]
+        ipr.link("set", index=lo, state="up")
+        links = [(ROUTER_BOTTLENECK_IFNAME, receiver, RECEIVER_GW)]
+        links += [(f"s{i}", ns, sender_gw(i)) for i, ns in enumerate(senders)]
+        for ifname, peer_ns, address in links:
+            ipr.link("add", ifname=ifname, kind="veth", peer={"ifname": HOST_IFNAME, "net_ns_fd": peer_ns})
+            idx = ipr.link_lookup(ifname=ifname)[0]
+            ipr.addr("add", index=idx, address=address, prefixlen=24)
+            ipr.link("set", index=idx, state="up", mtu=MTU_BYTES)
+        topo.bottleneck_ifindex = ipr.link_lookup(ifname=ROUTER_BOTTLENECK_IFNAME)[0]
+    topo.sender_ifnames = [f"s{i}" for i in range(n_flows)]
+    _host_side(receiver, RECEIVER_IP, RECEIVER_GW)
+    for i, ns in enumerate(senders):
+        _host_side(ns, sender_ip(i), sender_gw(i))
+    return topo
+
+
+def configure_hosts(topo: Topology) -> None:
+    """Per-namespace sysctls, offloads off where packets must be MTU-sized, RPS steering."""
+    ns_run(topo.router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+    # The CC is chosen per socket (iperf3 -C): a child namespace may not set a default CC
+    # outside tcp_allowed_congestion_control (EPERM), but root may pick any per socket.
+    for ns in [topo.receiver, *topo.senders]:
+        ns_run(ns, "sysctl", "-q", "-w", *[f"{k}={v}" for k, v in HOST_SYSCTLS.items()])
+    # TSO/GSO off on the senders so tbf and the loss rule act on MTU-sized packets
+    # (with GSO on, one random drop removes a whole super-packet); GRO off on the router.
+    for ns in topo.senders:
+        ns_run(ns, "ethtool", "-K", HOST_IFNAME, "tso", "off", "gso", "off", "gro", "off")
+    for ifname in [ROUTER_BOTTLENECK_IFNAME, *topo.sender_ifnames]:
+        ns_run(topo.router, "ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off")
+    steer_receive_work(topo)
+
+
+def rps_mask() -> str | None:
+    """CPU mask for veth receive work: every CPU but CPU0, which the delay line owns."""
+    n_cpus = os.cpu_count() or 1
+    if n_cpus < 2:
+        return None
+    return format(((1 << n_cpus) - 1) & ~1, "x")
+
+
+def steer_receive_work(topo: Topology) -> None:
+    """RPS: a released ACK runs the whole downstream chain inside the verdict call; moving
+    veth receive processing off CPU0 keeps those calls short (testbed notes)."""
+    mask = rps_mask()
+    if mask is None:
+        return
+    targets = [(topo.router, name) for name in [ROUTER_BOTTLENECK_IFNAME, *topo.sender_ifnames]]
+    targets += [(ns, HOST_IFNAME) for ns in [topo.receiver, *topo.senders]]
+    for ns, ifname in targets:
+        ns_run(ns, "tee", f"/sys/class/net/{ifname}/queues/rx-0/rps_cpus", input_text=mask)
+
+
+def offload_state(ns: str, ifname: str = HOST_IFNAME) -> dict[str, str]:
+    text = ns_run(ns, "ethtool", "-k", ifname, check=False)
+    wanted = {
+        "tcp-segmentation-offload": "tso",
+        "generic-segmentation-offload": "gso",
+        "generic-receive-offload": "gro",
+    }
+    state = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in wanted:
+            state[wanted[key.strip()]] = value.split()[0] if value.split() else ""
+    return state
