@@ -12,6 +12,7 @@
 
 pub mod bbr;
 pub mod cubic;
+pub mod hystart;
 pub mod reno;
 pub mod rng;
 pub mod time;
