@@ -1,0 +1,42 @@
+# Two commands set up a fresh machine and do everything:
+#   make run    install, then run the main job
+#   make test   install, then every test (Rust and Python)
+SHELL := /bin/bash
+.DEFAULT_GOAL := run
+
+PYTHON ?= python3
+VENV := .venv
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+# Editable install: Python edits need no reinstall, but the Rust extension is rebuilt
+# whenever a crate changes.
+RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name Cargo.toml)
+INSTALLED := $(VENV)/.installed
+
+HEADLINE := 500mbit_200ms_100KB
+
+.PHONY: install system-deps test run
+
+install: system-deps $(INSTALLED)
+
+system-deps:
+	@command -v iperf3 >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3; }
+	@command -v cargo >/dev/null || { command -v rustup >/dev/null && rustup default stable; } || \
+		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y cargo rustc; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "error: cclab needs Python >= 3.11 (PYTHON=$(PYTHON) is older)" >&2; exit 2; }
+
+$(INSTALLED): pyproject.toml $(RUST_INPUTS)
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+	touch $@
+
+test: install
+	# cclab-py links against libpython only when loaded by Python: the pytest suite tests it.
+	cargo test --workspace --exclude cclab-py
+	$(VENV)/bin/pytest
+
+run: install
+	for cc in cubic bbr; do \
+		$(VENV)/bin/cclab run examples/headline_$${cc}_$(HEADLINE).toml --out out/headline_$${cc}_$(HEADLINE) || exit $$?; \
+	done

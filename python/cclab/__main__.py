@@ -1,0 +1,3 @@
+from cclab.cli import app
+
+app(prog_name="cclab")

@@ -1,0 +1,34 @@
+"""The `sim` engine: the deterministic Rust simulator behind `cclab._sim.run_json`."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from cclab.errors import EngineError, EngineUnavailable
+from cclab.results import RunResult
+
+if TYPE_CHECKING:
+    from cclab.spec import Scenario
+
+
+class SimEngine:
+    name = "sim"
+
+    def run(self, scenario: Scenario) -> RunResult:
+        config = scenario.resolve()
+        try:
+            from cclab import _sim
+        except ImportError as error:
+            raise EngineUnavailable(f"sim engine: the Rust extension is not built ({error}); run `make install`") from None
+        if not hasattr(_sim, "run_json"):
+            raise EngineUnavailable("sim engine: cclab._sim has no run_json; rebuild it with `make install`")
+        try:
+            output = _sim.run_json(json.dumps(config))
+        except (ValueError, RuntimeError) as error:
+            raise EngineError(f"sim engine: {error}") from None
+        try:
+            result = json.loads(output)
+        except json.JSONDecodeError as error:
+            raise EngineError(f"sim engine: result is not JSON: {error}") from None
+        return RunResult.from_engine_output(result, spec=config, engine=self.name)

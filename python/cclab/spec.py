@@ -1,0 +1,271 @@
+"""The scenario spec: a TOML file validated by pydantic, resolved into an engine config.
+
+A spec names a dumbbell (one bottleneck) and the flows across it; `Scenario.resolve()`
+turns it into the plain-integer config of docs/ARCHITECTURE.md that every engine
+consumes. Any invalid input becomes one `SpecError` line naming the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import tomllib
+from os import PathLike
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from cclab.errors import SpecError
+from cclab.units import FRAME_BYTES, MSS_BYTES, parse_bytes, parse_size
+
+# BBRv1's gain in the first phase of its PROBE_BW cycle: Linux tcp_bbr.c, bbr_pacing_gain[0]
+# = BBR_UNIT * 5 / 4.
+BBR_DEFAULT_PROBE_BW_GAIN = 1.25
+# A guard against a typo that would build millions of flows, not a simulator limit.
+MAX_FLOWS_PER_ENTRY = 10_000
+
+CongestionControl = Literal["reno", "cubic", "bbr"]
+EngineName = Literal["sim", "kernel"]
+
+
+class FieldError(ValueError):
+    """A validation error about a field below the model that raised it."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        self.loc = loc
+        super().__init__(message)
+
+
+def _check_size(text: str) -> str:
+    parse_size(text)
+    return text
+
+
+def _check_bytes(text: str) -> str:
+    if parse_bytes(text) <= 0:
+        raise ValueError(f"must be > 0 bytes (got {_show(text)})")
+    return text
+
+
+def _check_rwnd(text: str) -> str:
+    if parse_bytes(text) < MSS_BYTES:
+        raise ValueError(f"must hold at least one segment ({MSS_BYTES} B) (got {_show(text)})")
+    return text
+
+
+SizeText = Annotated[str, AfterValidator(_check_size)]
+BytesText = Annotated[str, AfterValidator(_check_bytes)]
+RwndText = Annotated[str, AfterValidator(_check_rwnd)]
+
+
+class _Strict(BaseModel):
+    # strict: a string where a number belongs is an error, not a silent conversion;
+    # no inf/nan, which TOML can spell.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+
+class Bottleneck(_Strict):
+    rate_mbps: float = Field(gt=0)
+    rtt_ms: float = Field(gt=0, description="base round-trip propagation delay")
+    buffer: SizeText = "1bdp"
+    loss: float = Field(default=0.0, ge=0, lt=1, description="random loss probability on the data path")
+
+    @property
+    def rate_bps(self) -> int:
+        return round(self.rate_mbps * 1e6)
+
+    @property
+    def rtt_ns(self) -> int:
+        return round(self.rtt_ms * 1e6)
+
+    @model_validator(mode="after")
+    def _buffer_holds_a_packet(self) -> Self:
+        size = parse_size(self.buffer)
+        limit_bytes = size.bytes_for(self.rate_bps, self.rtt_ns)
+        if limit_bytes < FRAME_BYTES:
+            raise FieldError(
+                ("buffer",),
+                f"must hold at least one packet ({FRAME_BYTES} B) (got {_show(self.buffer)} = {limit_bytes} B)",
+            )
+        return self
+
+
+class Flow(_Strict):
+    cc: CongestionControl
+    probe_bw_gain: float | None = Field(default=None, description="BBR only; default 1.25")
+    count: int = Field(default=1, ge=1, le=MAX_FLOWS_PER_ENTRY)
+    start_s: float = Field(default=0.0, ge=0)
+    size: BytesText | None = Field(default=None, description="finite flow; otherwise runs for duration_s")
+    extra_rtt_ms: float = Field(default=0.0, ge=0)
+    rwnd: RwndText | None = Field(default=None, description="receive window; default unlimited")
+
+    @field_validator("probe_bw_gain")
+    @classmethod
+    def _gain_only_for_bbr(cls, gain: float | None, info: ValidationInfo) -> float | None:
+        if gain is None:
+            return gain
+        cc = info.data.get("cc")
+        if cc is not None and cc != "bbr":
+            raise ValueError(f'only applies to cc = "bbr" (this flow has cc = {_show(cc)})')
+        if gain <= 1:
+            raise ValueError(f"must be > 1 (got {_show(gain)})")
+        return gain
+
+
+class Output(_Strict):
+    flow_sample_interval_ms: float = Field(default=100.0, gt=0)
+    queue_sample_interval_ms: float = Field(default=1.0, gt=0)
+
+
+class Scenario(_Strict):
+    duration_s: float = Field(gt=0)
+    seed: int = Field(default=1, ge=0, lt=2**64)
+    engine: EngineName = "sim"
+    bottleneck: Bottleneck
+    flows: list[Flow] = Field(min_length=1)
+    output: Output = Output()
+
+    @model_validator(mode="after")
+    def _flows_start_within_run(self) -> Self:
+        for index, flow in enumerate(self.flows):
+            if flow.start_s >= self.duration_s:
+                raise FieldError(
+                    ("flows", index, "start_s"),
+                    f"must be < duration_s ({self.duration_s:g}) (got {flow.start_s:g})",
+                )
+        return self
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scenario:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            raise SpecError(_one_line(error)) from None
+
+    @classmethod
+    def from_toml(cls, path: str | PathLike[str]) -> Scenario:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SpecError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise SpecError(f"{path}: is a directory, not a spec file") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise SpecError(f"{path}: cannot read: {error}") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise SpecError(f"{path}: TOML syntax error: {error}") from None
+        return cls.from_dict(data)
+
+    def resolve(self) -> dict[str, Any]:
+        """The engine config of docs/ARCHITECTURE.md: plain integers, units in every key."""
+        link = self.bottleneck
+        size = parse_size(link.buffer)
+        flows = []
+        for entry in self.flows:
+            for _ in range(entry.count):
+                gain = (entry.probe_bw_gain or BBR_DEFAULT_PROBE_BW_GAIN) if entry.cc == "bbr" else None
+                flows.append(
+                    {
+                        "flow_id": len(flows),
+                        "cc": entry.cc,
+                        "probe_bw_gain": gain,
+                        "start_ns": _ns(entry.start_s, 1e9),
+                        "size_bytes": parse_bytes(entry.size) if entry.size else None,
+                        "extra_rtt_ns": _ns(entry.extra_rtt_ms, 1e6),
+                        "rwnd_bytes": parse_bytes(entry.rwnd) if entry.rwnd else None,
+                    }
+                )
+        return {
+            "seed": self.seed,
+            "duration_ns": _ns(self.duration_s, 1e9),
+            "bottleneck": {
+                "rate_bps": link.rate_bps,
+                "rtt_ns": link.rtt_ns,
+                "queue_limit_bytes": None if size.unit == "packets" else size.bytes_for(link.rate_bps, link.rtt_ns),
+                "queue_limit_packets": round(size.amount) if size.unit == "packets" else None,
+                "loss_probability": link.loss,
+            },
+            "flows": flows,
+            "flow_sample_interval_ns": _ns(self.output.flow_sample_interval_ms, 1e6),
+            "queue_sample_interval_ns": _ns(self.output.queue_sample_interval_ms, 1e6),
+        }
+
+
+def _ns(value: float, ns_per_unit: float) -> int:
+    return round(value * ns_per_unit)
+
+
+# ---- turning a pydantic ValidationError into one line -------------------------------------
+
+_TYPE_NAMES = {
+    "float_type": "a number",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+    "dict_type": "a table",
+    "list_type": "an array of tables ([[...]])",
+    "finite_number": "a finite number",
+}
+_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+
+
+def _show(value: object) -> str:
+    """A value as it would be written in TOML."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(value, default=str)
+
+
+def _path(loc: tuple[str | int, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "spec"
+
+
+def _known_keys() -> list[str]:
+    models: list[type[BaseModel]] = [Scenario, Bottleneck, Flow, Output]
+    return sorted({name for model in models for name in model.model_fields})
+
+
+def _one_line(error: ValidationError) -> str:
+    details = error.errors()
+    # A typo'd key also leaves its intended key missing: the typo is the useful report.
+    detail = next((d for d in details if d["type"] == "extra_forbidden"), details[0])
+    loc = tuple(detail["loc"])
+    kind = detail["type"]
+    ctx = detail.get("ctx", {})
+    value = detail.get("input")
+    if kind == "value_error":
+        cause = ctx.get("error")
+        if isinstance(cause, FieldError):
+            loc += cause.loc
+        message = str(cause)
+    elif kind == "extra_forbidden":
+        guess = difflib.get_close_matches(str(loc[-1]), _known_keys(), n=1)
+        message = "unknown key" + (f" (did you mean {guess[0]!r}?)" if guess else "")
+    elif kind in ("too_short", "missing") and loc == ("flows",):
+        message = "at least one [[flows]] table is required"
+    elif kind == "missing":
+        message = "required key is missing"
+    elif kind in _BOUNDS:
+        bound = next(iter(ctx.values()))
+        message = f"must be {_BOUNDS[kind]} {bound:g} (got {_show(value)})"
+    elif kind == "literal_error":
+        message = f"must be one of {ctx['expected']} (got {_show(value)})"
+    elif kind in _TYPE_NAMES:
+        message = f"must be {_TYPE_NAMES[kind]} (got {_show(value)})"
+    else:
+        message = detail["msg"]
+    return f"{_path(loc)}: {message}"

@@ -1,0 +1,55 @@
+"""A terminal summary of one run: a row per flow, then the bottleneck."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from cclab.results import RunResult
+
+
+def _number(value: Any, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def render_summary(result: RunResult) -> Group:
+    flows = Table(title=f"flows ({result.provenance.get('engine', '?')} engine, seed {result.provenance.get('seed', '?')})")
+    for header in ("flow", "cc", "goodput Mbit/s", "retrans", "lost", "RTT min ms", "RTT mean ms", "RTT p95 ms", "FCT s"):
+        flows.add_column(header, justify="left" if header == "cc" else "right")
+    for row in result.flows.to_dict("records"):
+        flows.add_row(
+            str(row["flow_id"]),
+            str(row["cc"]),
+            _number(row["goodput_mbps"], 2),
+            str(row["retrans_segments"]),
+            str(row["lost_segments"]),
+            _number(row["rtt_min_ms"]),
+            _number(row["rtt_mean_ms"]),
+            _number(row["rtt_p95_ms"]),
+            _number(row["fct_s"], 3) if row["completed"] else "-",
+        )
+
+    link = result.bottleneck
+    rate_bps = result.spec["bottleneck"]["rate_bps"]
+
+    def queue(key: str) -> str:
+        # The backlog also as the queueing delay it adds at line rate.
+        backlog_bytes = link.get(key)
+        if backlog_bytes is None:
+            return "-"
+        return f"{backlog_bytes:,.0f} B ({backlog_bytes * 8 / rate_bps * 1e3:.1f} ms)"
+
+    utilization = link.get("utilization")
+    line = Text.assemble(
+        ("bottleneck: ", "bold"),
+        f"utilization {_number(None if utilization is None else utilization * 100)}%  ",
+        f"drops {link.get('drops', '-')}  random losses {link.get('random_losses', '-')}  ",
+        f"queue mean {queue('queue_mean_bytes')}  p10 {queue('queue_p10_bytes')}",
+    )
+    return Group(flows, line)

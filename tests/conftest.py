@@ -1,0 +1,90 @@
+"""Shared helpers: running the real `cclab` command, and a constructed engine result.
+
+The constructed result stands in for an engine only in tests of storage and rendering;
+the simulator's behaviour is tested end to end in test_sim_e2e.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+VALID_SPEC = """\
+duration_s = 5
+seed = 7
+
+[bottleneck]
+rate_mbps = 50
+rtt_ms = 25
+buffer = "1bdp"
+loss = 0.0
+
+[[flows]]
+cc = "cubic"
+count = 1
+start_s = 0.0
+"""
+
+
+def run_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `cclab` as a user would: a separate process, stdout and stderr kept apart."""
+    return subprocess.run(
+        [sys.executable, "-m", "cclab", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path):
+    def write(text: str, name: str = "spec.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
+
+
+def constructed_engine_output(n_flows: int = 2) -> dict[str, Any]:
+    """A small result object shaped like ARCHITECTURE.md's, with nulls where CCs lack values."""
+    flows = [
+        {
+            "flow_id": i, "cc": "cubic" if i == 0 else "bbr", "start_s": 0.0, "end_s": 10.0,
+            "goodput_mbps": 40.5 + i, "bytes_delivered": 50_625_000 + i, "bytes_sent": 51_000_000,
+            "data_segments_sent": 35_220, "retrans_segments": 12 + i, "lost_segments": 12,
+            "queue_drop_segments": 12, "random_loss_segments": 0, "rto_count": 0,
+            "rtt_min_ms": 25.1, "rtt_mean_ms": 40.2, "rtt_p50_ms": 39.0, "rtt_p95_ms": 49.9, "rtt_max_ms": 50.3,
+            "fct_s": None if i == 0 else 3.25, "completed": i != 0,
+        }
+        for i in range(n_flows)
+    ]
+    times = [0.1, 0.1, 0.2, 0.2]
+    return {
+        "flows": flows,
+        "bottleneck": {
+            "utilization": 0.97, "drops": 12, "random_losses": 0,
+            "queue_limit_bytes": 156250, "queue_limit_packets": None,
+            "queue_mean_bytes": 80000.5, "queue_p10_bytes": 1514, "queue_p50_bytes": 78000,
+            "queue_p95_bytes": 150000, "queue_max_bytes": 156000,
+        },
+        "flow_series": {
+            "time_s": times, "flow_id": [0, 1, 0, 1], "throughput_mbps": [20.0, 21.0, 22.5, 23.0],
+            "cwnd_pkts": [10, 20, 30, 40], "pacing_rate_mbps": [None, 50.0, None, 48.0],
+            "srtt_ms": [26.0, 27.0, 30.0, 31.0], "inflight_pkts": [10, 18, 29, 35],
+            "bbr_bw_mbps": [None, 45.0, None, 46.0], "bbr_min_rtt_ms": [None, 25.0, None, 25.0],
+            "cc_mode": [None, "STARTUP", None, "DRAIN"], "retrans_segments": [0, 0, 1, 2],
+        },
+        "queue_series": {"time_s": [0.001, 0.002], "queue_bytes": [0, 3028], "drops": [0, 1], "utilization": [0.5, 1.0]},
+        "events": {"time_s": [0.002, 0.3], "flow_id": [None, 1], "kind": ["queue_drop", "bbr_state"], "detail": ["full", "DRAIN"]},
+        "stats": {"events_processed": 1234, "data_packets": 70440, "sim_wall_s": 0.01},
+    }
