@@ -27,7 +27,8 @@ def result(write_spec) -> RunResult:
 
 def test_json_dict_uses_the_contract_names_with_nulls_not_nans(result: RunResult) -> None:
     data = result.to_json_dict()
-    assert list(data) == ["flows", "bottleneck", "flow_series", "queue_series", "events", "stats", "spec", "provenance"]
+    assert list(data) == ["flows", "bottleneck", "flow_series", "queue_series", "events", "stats", "spec", "provenance", "validity"]
+    assert data["validity"] is None  # only the kernel engine judges its runs
     assert data["flows"] == constructed_engine_output()["flows"]
     assert data["flow_series"]["bbr_bw_mbps"] == [None, 45.0, None, 46.0]
     assert data["flow_series"]["cc_mode"] == [None, "STARTUP", None, "DRAIN"]
@@ -51,6 +52,16 @@ def test_an_engine_can_add_its_own_provenance(write_spec) -> None:
     assert run.provenance["engine"] == "kernel"
 
 
+def test_an_invalid_kernel_run_keeps_its_reasons_and_says_so_in_the_summary(write_spec, tmp_path: Path) -> None:
+    output = constructed_engine_output() | {"validity": {"valid": False, "reasons": ["softnet drops grew"]}}
+    spec = Scenario.from_toml(write_spec(VALID_SPEC)).resolve()
+    run = RunResult.from_engine_output(output, spec=spec, engine="kernel")
+    assert RunResult.read(run.write(tmp_path / "results" / "run")).validity == output["validity"]
+    console = Console(record=True, width=200)
+    console.print(render_summary(run))
+    assert "INVALID RUN: softnet drops grew" in console.export_text()
+
+
 def test_tables_have_fixed_column_types(result: RunResult) -> None:
     assert list(result.flow_series.columns) == list(FLOW_SERIES_COLUMNS)
     assert result.flow_series["flow_id"].dtype == "int64"
@@ -66,7 +77,7 @@ def test_write_then_read_round_trips_every_table_and_document(result: RunResult,
     for name in ("flows", "flow_series", "queue_series", "events"):
         pd.testing.assert_frame_equal(getattr(back, name), getattr(result, name))
     stored = json.loads((out / "result.json").read_text())
-    assert set(stored) == {"flows", "bottleneck", "stats", "provenance"}
+    assert set(stored) == {"flows", "bottleneck", "stats", "provenance", "validity"}
     assert json.loads((out / "spec.json").read_text()) == result.spec
 
 

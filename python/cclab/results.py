@@ -92,13 +92,16 @@ class RunResult:
     stats: dict[str, Any]
     spec: dict[str, Any]
     provenance: dict[str, Any]
+    # Kernel engine only: {"valid": bool, "reasons": [...]} from its run checks; None for sim.
+    validity: dict[str, Any] | None = None
 
     @classmethod
     def from_engine_output(cls, output: Mapping[str, Any], *, spec: dict[str, Any], engine: str) -> RunResult:
         """Build from an engine's result object (ARCHITECTURE.md) and the config it ran.
 
         An engine may add a `provenance` object (the kernel engine records the kernel
-        version, qdiscs, sysctls and offloads there); it is merged into ours.
+        version, qdiscs, sysctls and offloads there), merged into ours, and a `validity`
+        object saying whether the run can be trusted.
         """
         for key in ("flows", "bottleneck", "flow_series", "queue_series", "events"):
             if key not in output:
@@ -122,6 +125,7 @@ class RunResult:
             stats=dict(output.get("stats", {})),
             spec=spec,
             provenance=provenance,
+            validity=output.get("validity"),
             **tables,
         )
 
@@ -136,6 +140,7 @@ class RunResult:
             "stats": self.stats,
             "spec": self.spec,
             "provenance": self.provenance,
+            "validity": self.validity,
         }
 
     def write(self, out_dir: str | os.PathLike[str]) -> Path:
@@ -155,7 +160,7 @@ class RunResult:
                 getattr(self, name).to_parquet(staging / f"{name}.parquet", index=False)
             _write_json(staging / "spec.json", self.spec)
             summary = {"flows": _records(self.flows), "bottleneck": self.bottleneck, "stats": self.stats}
-            _write_json(staging / "result.json", {**summary, "provenance": self.provenance})
+            _write_json(staging / "result.json", {**summary, "provenance": self.provenance, "validity": self.validity})
             _replace_dir(staging, out_dir)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -180,6 +185,7 @@ class RunResult:
             bottleneck=summary["bottleneck"],
             stats=summary.get("stats", {}),
             provenance=summary["provenance"],
+            validity=summary.get("validity"),
             spec=spec,
             **tables,
         )

@@ -52,4 +52,7 @@ def render_summary(result: RunResult) -> Group:
         f"drops {link.get('drops', '-')}  random losses {link.get('random_losses', '-')}  ",
         f"queue mean {queue('queue_mean_bytes')}  p10 {queue('queue_p10_bytes')}",
     )
+    if result.validity is not None and not result.validity.get("valid", True):
+        reasons = "; ".join(map(str, result.validity.get("reasons", []))) or "no reason given"
+        return Group(flows, line, Text(f"INVALID RUN: {reasons}", style="bold red"))
     return Group(flows, line)
