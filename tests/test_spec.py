@@ -115,3 +115,10 @@ def test_the_four_bbr_flow_example_has_four_flows_and_a_byte_limited_queue() -> 
     resolved = Scenario.from_toml(EXAMPLES / "bbr4_80mbit_25ms_200000B.toml").resolve()
     assert [f["cc"] for f in resolved["flows"]] == ["bbr"] * 4
     assert resolved["bottleneck"]["queue_limit_bytes"] == 200_000
+
+
+def test_a_rate_or_rtt_too_small_for_whole_units_is_rejected() -> None:
+    with pytest.raises(SpecError, match=r"^bottleneck\.rate_mbps: must be at least 1 bit/s"):
+        Scenario.from_dict(scenario(bottleneck={"rate_mbps": 1e-9, "rtt_ms": 25, "buffer": "10pkt"}))
+    with pytest.raises(SpecError, match=r"^bottleneck\.rtt_ms: must be at least 1 ns"):
+        Scenario.from_dict(scenario(bottleneck={"rate_mbps": 100, "rtt_ms": 1e-9, "buffer": "10pkt"}))

@@ -81,6 +81,11 @@ class Bottleneck(_Strict):
 
     @model_validator(mode="after")
     def _buffer_holds_a_packet(self) -> Self:
+        # Engines count in whole bits per second and nanoseconds.
+        if self.rate_bps < 1:
+            raise FieldError(("rate_mbps",), f"must be at least 1 bit/s (got {self.rate_mbps!r})")
+        if self.rtt_ns < 1:
+            raise FieldError(("rtt_ms",), f"must be at least 1 ns (got {self.rtt_ms!r})")
         size = parse_size(self.buffer)
         limit_bytes = size.bytes_for(self.rate_bps, self.rtt_ns)
         if limit_bytes < FRAME_BYTES:
