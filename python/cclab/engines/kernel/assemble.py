@@ -157,6 +157,9 @@ def validity(m: Measured, flows: list[dict], bn: dict) -> dict:
             reasons.append(f"{d['no_timestamp']} delayed packets had no kernel receive timestamp")
     if m.softnet_growth > 0:
         reasons.append(f"/proc/net/softnet_stat drops grew by {m.softnet_growth} (packets lost outside tbf)")
+    oversize = sum(v[0] for k, v in m.router_counters.items() if k[0] == "oversize")
+    if oversize:
+        reasons.append(f"{oversize} packets longer than the MTU left the senders (offloads not off)")
     lost_outside = sum(f["queue_drop_segments"] for f in flows) - bn["drops"]
     if lost_outside > RETRANS_MATCH_SLACK_SEGMENTS:
         reasons.append(f"{lost_outside} data segments vanished between router and receiver besides tbf drops")

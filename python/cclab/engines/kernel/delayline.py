@@ -56,9 +56,9 @@ class DelayLine:
             args += ["--queue", f"{queue}:{delay}"]
         args += ["--ready-file", str(self.ready), "--report", str(self.report_path)]
         self.command = args
-        self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed in stop()
         # `ip netns exec` execs the program, so this pid is the delay line's own.
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        with open(self.stderr_path, "w") as stderr:  # the child keeps its own copy
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not self.ready.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -78,7 +78,6 @@ class DelayLine:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self._stderr.close()
         try:
             return json.loads(self.report_path.read_text())
         except (OSError, ValueError):

@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-from pyroute2 import netns as _netns
+from pyroute2 import IPRoute
 
 RUN_DIR = Path("/run/cclab")
 NETNS_DIR = Path("/run/netns")
@@ -62,8 +62,7 @@ def remove_namespace(name: str) -> None:
     for pid in pids_in(name):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, 9)
-    with contextlib.suppress(FileNotFoundError, OSError):
-        _netns.remove(name)
+    subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=30)
 
 
 def cleanup_stale() -> list[str]:
@@ -96,6 +95,9 @@ class RunNamespaces:
         self.names: list[str] = []
         self.record_path = RUN_DIR / f"{run_id}.json"
         self.destroyed = False
+        # A forked child (pyroute2 forks for netns work) inherits atexit handlers; only the
+        # process that created the namespaces may delete them.
+        self.owner_pid = os.getpid()
 
     def name(self, role: str) -> str:
         return f"{NAME_PREFIX}{self.run_id}-{role}"
@@ -111,11 +113,13 @@ class RunNamespaces:
         name = self.name(role)
         self._write_record([*self.names, name])
         self.names.append(name)
-        _netns.create(name)
+        # iproute2 rather than pyroute2.netns: the latter forks helpers that can unwind
+        # through the caller's stack (and its cleanup) in the child.
+        subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True, timeout=30)
         return name
 
     def destroy(self) -> None:
-        if self.destroyed:
+        if self.destroyed or os.getpid() != self.owner_pid:
             return
         for name in reversed(self.names):
             remove_namespace(name)
@@ -136,6 +140,12 @@ def inside(name: str) -> Iterator[None]:
         _libc.setns(own, CLONE_NEWNET)
         os.close(own)
         os.close(target)
+
+
+def iproute_in(name: str) -> IPRoute:
+    """An rtnetlink socket bound to namespace `name` (opened there; no helper process)."""
+    with inside(name):
+        return IPRoute()
 
 
 def ns_run(name: str, *args: str, check: bool = True, input_text: str | None = None) -> str:

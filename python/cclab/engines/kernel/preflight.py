@@ -86,7 +86,8 @@ def preflight(config: dict) -> None:
         raise KernelEngineError("flows: at least one flow is needed")
     if len(flows) > MAX_FLOWS:
         raise KernelEngineError(f"flows: the kernel engine supports at most {MAX_FLOWS} flows (got {len(flows)})")
-    available = open(AVAILABLE_CC).read().split()
+    with open(AVAILABLE_CC) as f:
+        available = f.read().split()
     for f in flows:
         if f["cc"] not in available:
             raise KernelEngineError(

@@ -91,6 +91,7 @@ def provenance(
             "where": "router FORWARD chain, data segments of each flow, before tbf",
             "probability": config["bottleneck"].get("loss_probability") or 0.0,
         },
+        "oversize_packets": sum(v[0] for k, v in m.router_counters.items() if k[0] == "oversize"),
         "idle_rtt_ms": {str(k): v for k, v in idle_rtt_ms.items()},
         "cpu_idle_fraction": assemble.cpu_idle_fraction(m),
         "softnet_drops_growth": m.softnet_growth,

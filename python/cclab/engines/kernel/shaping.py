@@ -9,10 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pyroute2 import IPRoute
-
-from cclab.engines.kernel.netns import ns_run
-from cclab.engines.kernel.topology import HOST_IFNAME, ROUTER_BOTTLENECK_IFNAME, Topology, sender_ip
+from cclab.engines.kernel.netns import iproute_in, ns_run
+from cclab.engines.kernel.topology import HOST_IFNAME, MTU_BYTES, ROUTER_BOTTLENECK_IFNAME, Topology, sender_ip
 
 #: A full frame as tbf counts it: 1500 B MTU + 14 B Ethernet header (docs/ARCHITECTURE.md).
 FRAME_BYTES = 1514
@@ -38,7 +36,7 @@ def queue_limit_bytes(bottleneck: dict) -> int:
 
 def install_tbf(topo: Topology, rate_bps: int, limit_bytes: int) -> None:
     """A fresh tbf per run: counters survive `tc qdisc replace`, so delete and add."""
-    with IPRoute(netns=topo.router) as ipr:
+    with iproute_in(topo.router) as ipr:
         try:
             ipr.tc("del", index=topo.bottleneck_ifindex, handle="1:")
         except Exception:  # noqa: BLE001 - nothing to delete on a new veth
@@ -68,6 +66,11 @@ class FlowPorts:
 
 def install_counters_and_loss(topo: Topology, ports: list[FlowPorts], loss_probability: float) -> None:
     for i, p in enumerate(ports):
+        # Any packet longer than the MTU would prove an offload still merged segments.
+        _iptables(
+            topo.router, "-A", "FORWARD", "-i", f"s{i}", "-m", "length", "--length", f"{MTU_BYTES + 1}:65535",
+            "-m", "comment", "--comment", f"cclab:oversize:{i}",
+        )  # fmt: skip
         match = ["-i", f"s{i}", "-p", "tcp", "--sport", str(p.client), *DATA_MATCH]
         _iptables(topo.router, "-A", "FORWARD", *match, "-m", "comment", "--comment", f"cclab:sent:{i}")
         if loss_probability > 0:

@@ -14,9 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from pyroute2 import IPRoute
-
-from cclab.engines.kernel.netns import RunNamespaces, ns_run
+from cclab.engines.kernel.netns import RunNamespaces, iproute_in, ns_run
 
 MTU_BYTES = 1500
 #: Receiver side subnet 10.200.0.0/24; flow i's sender subnet is 10.200.(i+1).0/24.
@@ -60,7 +58,7 @@ class Topology:
 
 
 def _host_side(ns: str, address: str, gateway: str) -> None:
-    with IPRoute(netns=ns) as ipr:
+    with iproute_in(ns) as ipr:
         lo = ipr.link_lookup(ifname="lo")[0]
         ipr.link("set", index=lo, state="up")
         idx = ipr.link_lookup(ifname=HOST_IFNAME)[0]
@@ -76,7 +74,7 @@ def build(namespaces: RunNamespaces, n_flows: int) -> Topology:
     receiver = namespaces.create("rx")
     senders = [namespaces.create(f"s{i}") for i in range(n_flows)]
     topo = Topology(router=router, receiver=receiver, senders=senders)
-    with IPRoute(netns=router) as ipr:
+    with iproute_in(router) as ipr:
         lo = ipr.link_lookup(ifname="lo")[0]
         ipr.link("set", index=lo, state="up")
         links = [(ROUTER_BOTTLENECK_IFNAME, receiver, RECEIVER_GW)]

@@ -47,14 +47,14 @@ def plan_seconds(duration_ns: int, start_ns: int) -> int:
 def start_servers(receiver_ns: str, plans: list[FlowPlan], workdir: Path) -> list[subprocess.Popen]:
     procs = []
     for p in plans:
-        out = open(workdir / f"server{p.index}.json", "w")  # noqa: SIM115 - the process owns it
-        procs.append(
-            subprocess.Popen(
-                ["ip", "netns", "exec", receiver_ns, "iperf3", "-s", "-1", "-p", str(p.ports.server), "--json"],
-                stdout=out,
-                stderr=subprocess.STDOUT,
+        with open(workdir / f"server{p.index}.json", "w") as out:  # the child keeps its own copy
+            procs.append(
+                subprocess.Popen(
+                    ["ip", "netns", "exec", receiver_ns, "iperf3", "-s", "-1", "-p", str(p.ports.server), "--json"],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
             )
-        )
     wanted = {p.ports.server for p in plans}
     deadline = time.monotonic() + LISTEN_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -70,8 +70,8 @@ def start_client(p: FlowPlan, workdir: Path) -> subprocess.Popen:
     args = ["iperf3", "-c", RECEIVER_IP, "-p", str(p.ports.server), "--cport", str(p.ports.client)]
     args += ["-C", p.cc, "--json", "-i", "0"]
     args += ["-n", str(p.size_bytes)] if p.size_bytes is not None else ["-t", str(p.seconds)]
-    out = open(workdir / f"client{p.index}.json", "w")  # noqa: SIM115 - the process owns it
-    return subprocess.Popen(["ip", "netns", "exec", p.sender_ns, *args], stdout=out, stderr=subprocess.STDOUT)
+    with open(workdir / f"client{p.index}.json", "w") as out:  # the child keeps its own copy
+        return subprocess.Popen(["ip", "netns", "exec", p.sender_ns, *args], stdout=out, stderr=subprocess.STDOUT)
 
 
 @dataclass

@@ -1,0 +1,55 @@
+"""Shared config builder and skip rule for the kernel-engine tests (real TCP in namespaces).
+
+Each test calls the engine directly with a hand-built resolved config (docs/ARCHITECTURE.md),
+at most 100 Mbit/s and a few seconds. Results of identical configs are shared within a module.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from cclab.engines.kernel import KernelEngineError, preflight
+
+BASE_CONFIG = {
+    "seed": 1,
+    "duration_ns": 3_000_000_000,
+    "bottleneck": {
+        "rate_bps": 50_000_000,
+        "rtt_ns": 20_000_000,
+        "queue_limit_bytes": 125_000,
+        "queue_limit_packets": None,
+        "loss_probability": 0.0,
+    },
+    "flows": [
+        {"flow_id": 0, "cc": "cubic", "probe_bw_gain": 1.25, "start_ns": 0, "size_bytes": None,
+         "extra_rtt_ns": 0, "rwnd_bytes": None},
+    ],
+    "flow_sample_interval_ns": 100_000_000,
+    "queue_sample_interval_ns": 2_000_000,
+}  # fmt: skip
+
+
+def make_config(flows: list[dict] | None = None, **bottleneck: object) -> dict:
+    """BASE_CONFIG with bottleneck fields replaced; `duration_ns` may be passed here too."""
+    config = copy.deepcopy(BASE_CONFIG)
+    if "duration_ns" in bottleneck:
+        config["duration_ns"] = bottleneck.pop("duration_ns")
+    config["bottleneck"].update(bottleneck)
+    if flows is not None:
+        base = BASE_CONFIG["flows"][0]
+        config["flows"] = [{**base, "flow_id": i, **f} for i, f in enumerate(flows)]
+    return config
+
+
+def _why_not_runnable() -> str | None:
+    try:
+        preflight(BASE_CONFIG)
+    except KernelEngineError as error:
+        return error.line
+    return None
+
+
+SKIP_REASON = _why_not_runnable()
+requires_kernel_engine = pytest.mark.skipif(SKIP_REASON is not None, reason=f"kernel engine cannot run: {SKIP_REASON}")

@@ -1,0 +1,99 @@
+"""Namespaces never outlive a run: normal end, failure, SIGINT, and a dead earlier owner."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cclab.engines.kernel import KernelEngineError, preflight, run
+from cclab.engines.kernel import netns as kernel_netns
+from cclab.engines.kernel import traffic
+from kernelcase import BASE_CONFIG, make_config, requires_kernel_engine
+
+pytestmark = requires_kernel_engine
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_no_namespace_is_left_after_a_normal_run() -> None:
+    result = run(make_config(duration_ns=1_000_000_000))
+    assert result["flows"][0]["bytes_delivered"] > 0
+    assert kernel_netns.list_cclab_namespaces() == []
+
+
+def test_no_namespace_is_left_after_a_run_that_fails_midway(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+
+    def failing_start_servers(*_args: object, **_kwargs: object) -> list:
+        seen.extend(kernel_netns.list_cclab_namespaces())
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(traffic, "start_servers", failing_start_servers)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        run(make_config(duration_ns=1_000_000_000))
+    assert len(seen) == 3  # router, receiver, one sender existed when it failed
+    assert kernel_netns.list_cclab_namespaces() == []
+
+
+def test_no_namespace_is_left_after_sigint() -> None:
+    config = make_config(duration_ns=30_000_000_000)
+    code = f"import json, sys; from cclab.engines.kernel import run; run(json.loads({json.dumps(json.dumps(config))}))"
+    env = {**os.environ, "PYTHONPATH": f"{REPO / 'python'}:{REPO}"}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while len(kernel_netns.list_cclab_namespaces()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # let traffic start
+        assert len(kernel_netns.list_cclab_namespaces()) == 3
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0
+    assert b"KeyboardInterrupt" in stderr or b"Interrupted" in stderr
+    assert kernel_netns.list_cclab_namespaces() == []
+    assert not list(kernel_netns.RUN_DIR.glob("*.json"))
+
+
+def test_stale_namespaces_of_a_dead_owner_are_removed_and_live_ones_kept() -> None:
+    dead = kernel_netns.RunNamespaces("deadbeef")
+    dead.create("r")
+    record = json.loads(dead.record_path.read_text())
+    record["pid_start"] = "0"  # no live process started at tick 0: the owner is dead
+    dead.record_path.write_text(json.dumps(record))
+    live = kernel_netns.RunNamespaces("0badf00d")
+    live.create("r")
+    try:
+        removed = kernel_netns.cleanup_stale()
+        assert removed == ["cclab-deadbeef-r"]
+        assert kernel_netns.list_cclab_namespaces() == ["cclab-0badf00d-r"]
+    finally:
+        live.destroy()
+        dead.destroy()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"bottleneck": {"rate_bps": 10_000_000_000}}, "beyond what this machine emulates faithfully"),
+        ({"flows": [{"cc": "vegas"}]}, "modprobe tcp_vegas"),
+        ({"flows": [{"cc": "bbr", "probe_bw_gain": 1.5}]}, "probe_bw gain is fixed at 1.25"),
+    ],
+)
+def test_preflight_refuses_what_it_cannot_run_faithfully_in_one_line(change: dict, message: str) -> None:
+    config = make_config(change.get("flows"), **change.get("bottleneck", {}))
+    before = kernel_netns.list_cclab_namespaces()
+    with pytest.raises(KernelEngineError, match=message) as info:
+        preflight(config)
+    assert "\n" not in info.value.line
+    assert kernel_netns.list_cclab_namespaces() == before
+    assert BASE_CONFIG["bottleneck"]["rate_bps"] == 50_000_000  # the shared base is untouched
