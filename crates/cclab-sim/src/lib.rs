@@ -1,1 +1,42 @@
+//! cclab's packet-level simulator: a dumbbell (per-flow access links, one
+//! tbf-like bottleneck, an uncongested ACK path) carrying Linux-faithful TCP
+//! with the congestion controls of `cclab-cc`.
+//!
+//! Time is an integer nanosecond clock and every random draw comes from a
+//! generator seeded by the scenario, so the same config gives bit-identical
+//! results.
+
+pub mod config;
+pub mod event;
+pub mod metrics;
+pub mod network;
+pub mod result;
+pub mod sim;
+pub mod tcp;
+
 pub use cclab_cc as cc;
+pub use config::SimConfig;
+pub use result::SimResult;
+pub use sim::Simulation;
+
+/// TCP payload per full segment on a 1500-byte MTU with timestamps.
+pub const MSS_BYTES: u32 = 1448;
+/// Headers on the wire: 12 B timestamps option + 20 B TCP + 20 B IP + 14 B Ethernet.
+pub const FRAME_OVERHEAD_BYTES: u32 = 66;
+/// A full segment's frame as tc tbf counts it.
+pub const FULL_FRAME_BYTES: u32 = MSS_BYTES + FRAME_OVERHEAD_BYTES;
+
+/// Runs a scenario to completion.
+pub fn run(config: SimConfig) -> Result<SimResult, String> {
+    let wall_start = std::time::Instant::now();
+    let mut sim = Simulation::new(config)?;
+    sim.run()?;
+    Ok(SimResult::from_simulation(sim, wall_start.elapsed().as_secs_f64()))
+}
+
+/// JSON in, JSON out: the contract the Python layer and the kernel engine share.
+pub fn run_json(config_json: &str) -> Result<String, String> {
+    let config: SimConfig = serde_json::from_str(config_json).map_err(|e| format!("invalid simulator config: {e}"))?;
+    let result = run(config)?;
+    serde_json::to_string(&result).map_err(|e| e.to_string())
+}

@@ -1,0 +1,117 @@
+//! The resolved scenario the simulator consumes (see docs/ARCHITECTURE.md).
+//! Python validates the user's spec and resolves every unit into these integers.
+
+use cclab_cc::{bbr::BbrConfig, cubic::CubicConfig, CcConfig};
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    pub seed: u64,
+    pub duration_ns: u64,
+    pub bottleneck: BottleneckConfig,
+    pub flows: Vec<FlowConfig>,
+    #[serde(default = "default_flow_sample_interval_ns")]
+    pub flow_sample_interval_ns: u64,
+    #[serde(default = "default_queue_sample_interval_ns")]
+    pub queue_sample_interval_ns: u64,
+}
+
+fn default_flow_sample_interval_ns() -> u64 {
+    100_000_000
+}
+fn default_queue_sample_interval_ns() -> u64 {
+    1_000_000
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BottleneckConfig {
+    /// Line rate as tc tbf counts it (on 1514-byte frames).
+    pub rate_bps: u64,
+    /// Base round-trip propagation delay.
+    pub rtt_ns: u64,
+    pub queue_limit_bytes: Option<u64>,
+    pub queue_limit_packets: Option<u64>,
+    /// Bernoulli loss on the data path before the queue.
+    #[serde(default)]
+    pub loss_probability: f64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowConfig {
+    pub flow_id: u32,
+    pub cc: String,
+    #[serde(default)]
+    pub probe_bw_gain: Option<f64>,
+    #[serde(default)]
+    pub start_ns: u64,
+    #[serde(default)]
+    pub size_bytes: Option<u64>,
+    #[serde(default)]
+    pub extra_rtt_ns: u64,
+    #[serde(default)]
+    pub rwnd_bytes: Option<u64>,
+}
+
+impl FlowConfig {
+    pub fn cc_config(&self) -> Result<CcConfig, String> {
+        match self.cc.as_str() {
+            "reno" => Ok(CcConfig::Reno),
+            "cubic" => Ok(CcConfig::Cubic(CubicConfig::default())),
+            "bbr" => {
+                let mut cfg = BbrConfig::default();
+                if let Some(gain) = self.probe_bw_gain {
+                    cfg.probe_bw_gain = gain;
+                }
+                Ok(CcConfig::Bbr(cfg))
+            }
+            other => Err(format!("flows[{}].cc: unknown congestion control {other:?}", self.flow_id)),
+        }
+    }
+}
+
+impl SimConfig {
+    /// Checks what the simulator itself relies on; the Python spec layer gives
+    /// users friendlier messages for the same conditions.
+    pub fn validate(&self) -> Result<(), String> {
+        let b = &self.bottleneck;
+        if b.rate_bps == 0 {
+            return Err("bottleneck.rate_bps: must be > 0".into());
+        }
+        if self.duration_ns == 0 {
+            return Err("duration_ns: must be > 0".into());
+        }
+        if !(0.0..1.0).contains(&b.loss_probability) {
+            return Err(format!("bottleneck.loss_probability: must be in [0, 1), got {}", b.loss_probability));
+        }
+        match (b.queue_limit_bytes, b.queue_limit_packets) {
+            (Some(bytes), None) if bytes >= crate::FULL_FRAME_BYTES as u64 => {}
+            (Some(bytes), None) => {
+                return Err(format!("bottleneck.queue_limit_bytes: {bytes} is below one packet ({} B)", crate::FULL_FRAME_BYTES))
+            }
+            (None, Some(pkts)) if pkts >= 1 => {}
+            (None, Some(_)) => return Err("bottleneck.queue_limit_packets: must be >= 1".into()),
+            _ => return Err("bottleneck: exactly one of queue_limit_bytes and queue_limit_packets must be set".into()),
+        }
+        if self.flows.is_empty() {
+            return Err("flows: at least one flow is required".into());
+        }
+        if self.flow_sample_interval_ns == 0 || self.queue_sample_interval_ns == 0 {
+            return Err("sample intervals must be > 0".into());
+        }
+        for f in &self.flows {
+            f.cc_config()?;
+            if let Some(g) = f.probe_bw_gain {
+                if !(g > 1.0) {
+                    return Err(format!("flows[{}].probe_bw_gain: must be > 1, got {g}", f.flow_id));
+                }
+            }
+            if f.size_bytes == Some(0) {
+                return Err(format!("flows[{}].size_bytes: must be > 0", f.flow_id));
+            }
+        }
+        Ok(())
+    }
+}

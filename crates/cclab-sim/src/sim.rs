@@ -1,0 +1,413 @@
+//! The dumbbell: per-flow access links into one tbf-like bottleneck, a shared
+//! link to the receivers, and an uncongested ACK path per flow.
+//!
+//! The base RTT is split as: access link extra_rtt/2, bottleneck to receivers
+//! rtt/2, ACK path rtt/2 + extra_rtt/2. Random loss sits at the bottleneck's
+//! ingress, before the queue (where netem sits on the seeds' routers).
+
+use crate::config::SimConfig;
+use crate::event::{Event, EventQueue, LazyTimer, PipeId, TimerKind};
+use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
+use crate::network::{Bottleneck, Pipe, QueueLimit};
+use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
+use crate::tcp::sender::{TcpSender, Transmission};
+use crate::{FRAME_OVERHEAD_BYTES, FULL_FRAME_BYTES, MSS_BYTES};
+use cclab_cc::rng::SimRng;
+use cclab_cc::{Bandwidth, CongestionControl, SimDuration, SimTime};
+
+/// Senders' NIC rate: at least 10 Gbit/s (the replication testbeds had 10 GbE
+/// hosts), and never the bottleneck.
+pub const MIN_ACCESS_RATE: Bandwidth = Bandwidth::from_mbps(10_000);
+pub const ACCESS_RATE_FACTOR: u64 = 10;
+
+#[derive(Clone, Copy, Debug)]
+pub struct DataPacket {
+    pub flow: u32,
+    pub payload_bytes: u32,
+    pub seq: u64,
+}
+
+impl DataPacket {
+    fn frame_bytes(&self) -> u32 {
+        self.payload_bytes + FRAME_OVERHEAD_BYTES
+    }
+}
+
+pub struct Flow {
+    pub sender: TcpSender,
+    pub receiver: TcpReceiver,
+    access: Pipe<DataPacket>,
+    acks: Pipe<AckPacket>,
+    access_free_at: SimTime,
+    access_prop: SimDuration,
+    ack_prop: SimDuration,
+    pub start: SimTime,
+    pub started: bool,
+    delayed_ack: LazyTimer,
+    compressed_ack: LazyTimer,
+    pub queue_drops: u64,
+    pub random_losses: u64,
+    pub completion: Option<SimTime>,
+    sampled_delivered_bytes: u64,
+    sampled_retrans: u64,
+}
+
+impl Flow {
+    /// In-order payload bytes at the receiver.
+    pub fn bytes_delivered(&self) -> u64 {
+        let segs = self.receiver.segments_delivered;
+        match self.sender.total_segments() {
+            Some(total) if segs >= total => (total - 1) * MSS_BYTES as u64 + self.sender.segment_bytes(total - 1) as u64,
+            _ => segs * MSS_BYTES as u64,
+        }
+    }
+}
+
+pub struct Simulation {
+    pub config: SimConfig,
+    pub now: SimTime,
+    end_time: SimTime,
+    queue: EventQueue,
+    loss_rng: SimRng,
+    loss_probability: f64,
+    pub bottleneck: Bottleneck,
+    access_rate: Bandwidth,
+    egress: Pipe<DataPacket>,
+    egress_prop: SimDuration,
+    pub flows: Vec<Flow>,
+    pub flow_series: FlowSeries,
+    pub queue_series: QueueSeries,
+    pub data_packets: u64,
+    sampled_drops: u64,
+    sampled_dequeued_bytes: u64,
+    last_queue_sample: SimTime,
+    scratch: Vec<Transmission>,
+    /// Check scoreboard invariants after every event (tests).
+    pub check_invariants: bool,
+}
+
+impl Simulation {
+    pub fn new(config: SimConfig) -> Result<Self, String> {
+        config.validate()?;
+        let b = &config.bottleneck;
+        let rate = Bandwidth::from_bps(b.rate_bps);
+        let limit = match (b.queue_limit_bytes, b.queue_limit_packets) {
+            (Some(bytes), _) => QueueLimit::Bytes(bytes),
+            (_, Some(pkts)) => QueueLimit::Packets(pkts),
+            _ => unreachable!("validated"),
+        };
+        let mut root_rng = SimRng::new(config.seed);
+        let loss_rng = root_rng.fork(0);
+        let half_rtt = SimDuration(b.rtt_ns / 2);
+        let mut flows = Vec::with_capacity(config.flows.len());
+        for f in &config.flows {
+            let cc_seed = root_rng.fork(1 + f.flow_id as u64).next_u64();
+            let sender = TcpSender::new(f.flow_id, &f.cc_config()?, MSS_BYTES, f.size_bytes, f.rwnd_bytes, cc_seed);
+            let extra_half = SimDuration(f.extra_rtt_ns / 2);
+            let base_rtt = SimDuration(b.rtt_ns + f.extra_rtt_ns);
+            flows.push(Flow {
+                sender,
+                receiver: TcpReceiver::new(base_rtt),
+                access: Pipe::default(),
+                acks: Pipe::default(),
+                access_free_at: SimTime::ZERO,
+                access_prop: extra_half,
+                ack_prop: half_rtt + SimDuration(f.extra_rtt_ns - extra_half.as_nanos()),
+                start: SimTime(f.start_ns),
+                started: false,
+                delayed_ack: LazyTimer::default(),
+                compressed_ack: LazyTimer::default(),
+                queue_drops: 0,
+                random_losses: 0,
+                completion: None,
+                sampled_delivered_bytes: 0,
+                sampled_retrans: 0,
+            });
+        }
+        let mut queue = EventQueue::default();
+        for (i, f) in flows.iter().enumerate() {
+            queue.schedule(f.start, Event::FlowStart(i as u32));
+        }
+        queue.schedule(SimTime(config.flow_sample_interval_ns), Event::FlowSample);
+        queue.schedule(SimTime(config.queue_sample_interval_ns), Event::QueueSample);
+        Ok(Simulation {
+            end_time: SimTime(config.duration_ns),
+            now: SimTime::ZERO,
+            queue,
+            loss_rng,
+            loss_probability: b.loss_probability,
+            bottleneck: Bottleneck::new(rate, limit, FULL_FRAME_BYTES as u64),
+            access_rate: Bandwidth::from_bps((rate.bits_per_sec * ACCESS_RATE_FACTOR).max(MIN_ACCESS_RATE.bits_per_sec)),
+            egress: Pipe::default(),
+            egress_prop: half_rtt,
+            flows,
+            flow_series: FlowSeries::default(),
+            queue_series: QueueSeries::default(),
+            data_packets: 0,
+            sampled_drops: 0,
+            sampled_dequeued_bytes: 0,
+            last_queue_sample: SimTime::ZERO,
+            scratch: Vec::new(),
+            check_invariants: false,
+            config,
+        })
+    }
+
+    pub fn events_processed(&self) -> u64 {
+        self.queue.processed()
+    }
+
+    /// The time the run ended: the configured duration, or earlier when every
+    /// flow is finite and has completed.
+    pub fn end_time(&self) -> SimTime {
+        self.end_time
+    }
+
+    fn all_finite_flows_done(&self) -> bool {
+        self.flows.iter().all(|f| f.completion.is_some() && f.sender.is_finished())
+    }
+
+    pub fn run(&mut self) -> Result<(), String> {
+        while let Some(t) = self.queue.peek_time() {
+            if t > self.end_time {
+                break;
+            }
+            let (now, event) = self.queue.pop().expect("peeked");
+            self.now = now;
+            self.handle(event);
+            if self.check_invariants {
+                for f in &self.flows {
+                    f.sender.check_invariants()?;
+                }
+                let limit_ok = match (self.config.bottleneck.queue_limit_bytes, self.config.bottleneck.queue_limit_packets) {
+                    (Some(l), _) => self.bottleneck.max_backlog_bytes <= l,
+                    _ => true,
+                };
+                if !limit_ok {
+                    return Err("bottleneck backlog exceeded its limit".into());
+                }
+            }
+            if self.all_finite_flows_done() {
+                self.end_time = now;
+                // Close the series at the end of the run.
+                self.sample_flows();
+                self.sample_queue();
+                break;
+            }
+        }
+        if self.now < self.end_time {
+            self.now = self.end_time;
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, event: Event) {
+        let now = self.now;
+        match event {
+            Event::FlowStart(i) => {
+                let flow = &mut self.flows[i as usize];
+                flow.started = true;
+                let mut out = std::mem::take(&mut self.scratch);
+                flow.sender.start(now, &mut self.queue, &mut out);
+                self.send_all(i, &mut out);
+                self.scratch = out;
+            }
+            Event::PipeHead(PipeId::Access(i)) => {
+                let flow = &mut self.flows[i as usize];
+                let (_, pkt) = flow.access.pop().expect("scheduled head");
+                if let Some(t) = flow.access.head_time() {
+                    self.queue.schedule(t, Event::PipeHead(PipeId::Access(i)));
+                }
+                self.arrive_at_bottleneck(pkt);
+            }
+            Event::PipeHead(PipeId::Egress) => {
+                let (_, pkt) = self.egress.pop().expect("scheduled head");
+                if let Some(t) = self.egress.head_time() {
+                    self.queue.schedule(t, Event::PipeHead(PipeId::Egress));
+                }
+                self.arrive_at_receiver(pkt);
+            }
+            Event::PipeHead(PipeId::Ack(i)) => {
+                let flow = &mut self.flows[i as usize];
+                let (_, ack) = flow.acks.pop().expect("scheduled head");
+                if let Some(t) = flow.acks.head_time() {
+                    self.queue.schedule(t, Event::PipeHead(PipeId::Ack(i)));
+                }
+                let mut out = std::mem::take(&mut self.scratch);
+                flow.sender.on_ack(now, &ack, &mut self.queue, &mut out);
+                self.send_all(i, &mut out);
+                self.scratch = out;
+            }
+            Event::Timer(i, kind) => match kind {
+                TimerKind::Retransmit | TimerKind::Pacing => {
+                    let mut out = std::mem::take(&mut self.scratch);
+                    self.flows[i as usize].sender.on_timer(now, kind, &mut self.queue, &mut out);
+                    self.send_all(i, &mut out);
+                    self.scratch = out;
+                }
+                TimerKind::DelayedAck | TimerKind::CompressedAck => {
+                    let flow = &mut self.flows[i as usize];
+                    let timer = if kind == TimerKind::DelayedAck { &mut flow.delayed_ack } else { &mut flow.compressed_ack };
+                    if timer.on_pop(now, &mut self.queue, event) {
+                        self.send_ack(i);
+                    }
+                }
+            },
+            Event::FlowSample => {
+                self.sample_flows();
+                self.queue.schedule(now + SimDuration(self.config.flow_sample_interval_ns), Event::FlowSample);
+            }
+            Event::QueueSample => {
+                self.sample_queue();
+                self.queue.schedule(now + SimDuration(self.config.queue_sample_interval_ns), Event::QueueSample);
+            }
+        }
+    }
+
+    /// Puts the sender's segments on its access link (serialised at the NIC rate).
+    fn send_all(&mut self, flow_idx: u32, out: &mut Vec<Transmission>) {
+        let now = self.now;
+        let flow = &mut self.flows[flow_idx as usize];
+        for tx in out.drain(..) {
+            let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq };
+            let departure = now.max(flow.access_free_at) + self.access_rate.transmit_time(pkt.frame_bytes() as u64);
+            flow.access_free_at = departure;
+            if flow.access.push(departure + flow.access_prop, pkt) {
+                self.queue.schedule(departure + flow.access_prop, Event::PipeHead(PipeId::Access(flow_idx)));
+            }
+            self.data_packets += 1;
+        }
+    }
+
+    fn arrive_at_bottleneck(&mut self, pkt: DataPacket) {
+        let flow = &mut self.flows[pkt.flow as usize];
+        if self.loss_rng.bernoulli(self.loss_probability) {
+            flow.random_losses += 1;
+            return;
+        }
+        match self.bottleneck.enqueue(self.now, pkt.frame_bytes(), pkt.flow) {
+            None => flow.queue_drops += 1,
+            Some(departure) => {
+                let arrival = departure + self.egress_prop;
+                if self.egress.push(arrival, pkt) {
+                    self.queue.schedule(arrival, Event::PipeHead(PipeId::Egress));
+                }
+            }
+        }
+    }
+
+    fn arrive_at_receiver(&mut self, pkt: DataPacket) {
+        let now = self.now;
+        let i = pkt.flow;
+        let flow = &mut self.flows[i as usize];
+        let (action, _, flushed) = flow.receiver.on_segment(now, pkt.seq);
+        if let Some(ack) = flushed {
+            Self::put_ack(&mut self.queue, flow, i, now, ack);
+        }
+        if flow.completion.is_none() && flow.sender.total_segments().is_some_and(|t| flow.receiver.rcv_nxt() >= t) {
+            flow.completion = Some(now);
+        }
+        match action {
+            AckAction::SendNow => self.send_ack(i),
+            AckAction::Delay(at) => {
+                if !flow.delayed_ack.is_armed() {
+                    flow.delayed_ack.arm(at, &mut self.queue, Event::Timer(i, TimerKind::DelayedAck));
+                }
+            }
+            AckAction::Compress(at) => {
+                if !flow.compressed_ack.is_armed() {
+                    flow.compressed_ack.arm(at, &mut self.queue, Event::Timer(i, TimerKind::CompressedAck));
+                }
+            }
+        }
+    }
+
+    fn send_ack(&mut self, i: u32) {
+        let flow = &mut self.flows[i as usize];
+        let ack = flow.receiver.make_ack();
+        Self::put_ack(&mut self.queue, flow, i, self.now, ack);
+    }
+
+    fn put_ack(queue: &mut EventQueue, flow: &mut Flow, i: u32, now: SimTime, ack: AckPacket) {
+        flow.delayed_ack.cancel();
+        flow.compressed_ack.cancel();
+        let arrival = now + flow.ack_prop;
+        if flow.acks.push(arrival, ack) {
+            queue.schedule(arrival, Event::PipeHead(PipeId::Ack(i)));
+        }
+    }
+
+    fn sample_flows(&mut self) {
+        let now = self.now;
+        let interval_s = self.config.flow_sample_interval_ns as f64 / 1e9;
+        for flow in &mut self.flows {
+            if !flow.started || flow.completion.is_some_and(|c| c + SimDuration(self.config.flow_sample_interval_ns) < now) {
+                continue;
+            }
+            let delivered = flow.bytes_delivered();
+            let retrans = flow.sender.stats.retrans_segments;
+            let s = &flow.sender;
+            let telemetry = s.cc().telemetry(&s.tcp);
+            let fs = &mut self.flow_series;
+            fs.time_s.push(now.as_nanos() as f64 / 1e9);
+            fs.flow_id.push(s.flow_id);
+            fs.throughput_mbps.push((delivered - flow.sampled_delivered_bytes) as f64 * 8.0 / interval_s / 1e6);
+            fs.cwnd_pkts.push(s.tcp.snd_cwnd);
+            fs.pacing_rate_mbps.push(
+                (s.pacing_enabled() && s.tcp.pacing_rate_bytes_per_sec != u64::MAX).then(|| s.tcp.pacing_rate_bytes_per_sec as f64 * 8.0 / 1e6),
+            );
+            fs.srtt_ms.push(s.srtt().as_nanos() as f64 / 1e6);
+            fs.inflight_pkts.push(s.in_flight());
+            fs.bbr_bw_mbps.push(telemetry.bw_estimate_bps.map(|b| b as f64 / 1e6));
+            fs.bbr_min_rtt_ms.push(telemetry.min_rtt.map(|d| d.as_nanos() as f64 / 1e6));
+            fs.cc_mode.push(telemetry.mode);
+            fs.retrans_segments.push(retrans - flow.sampled_retrans);
+            flow.sampled_delivered_bytes = delivered;
+            flow.sampled_retrans = retrans;
+        }
+    }
+
+    fn sample_queue(&mut self) {
+        let now = self.now;
+        let backlog = self.bottleneck.backlog_bytes(now);
+        let elapsed_s = now.saturating_since(self.last_queue_sample).as_secs_f64();
+        if elapsed_s <= 0.0 {
+            return;
+        }
+        let dequeued = self.bottleneck.dequeued_bytes - self.sampled_dequeued_bytes;
+        let qs = &mut self.queue_series;
+        qs.time_s.push(now.as_nanos() as f64 / 1e9);
+        qs.queue_bytes.push(backlog);
+        qs.drops.push(self.bottleneck.drops - self.sampled_drops);
+        qs.utilization.push(dequeued as f64 * 8.0 / (self.bottleneck.rate().bits_per_sec as f64 * elapsed_s));
+        self.sampled_drops = self.bottleneck.drops;
+        self.sampled_dequeued_bytes = self.bottleneck.dequeued_bytes;
+        self.last_queue_sample = now;
+    }
+
+    /// Segments of `flow` still in the network (access link, queue, egress link).
+    pub fn segments_in_network(&self, flow_idx: u32) -> u64 {
+        let flow = &self.flows[flow_idx as usize];
+        // Accepted packets enter the egress pipe at once (their departure is known),
+        // so the pipe also holds everything still queued.
+        (flow.access.len() + self.egress.iter().filter(|p| p.flow == flow_idx).count()) as u64
+    }
+
+    pub fn event_series(&self) -> EventSeries {
+        let mut ev = EventSeries::default();
+        let mut all: Vec<(SimTime, u32, &'static str, &str)> = Vec::new();
+        for f in &self.flows {
+            for e in &f.sender.events {
+                all.push((e.time, f.sender.flow_id, e.kind, &e.detail));
+            }
+        }
+        all.sort_by_key(|(t, id, _, _)| (*t, *id));
+        for (t, id, kind, detail) in all {
+            ev.time_s.push(t.as_nanos() as f64 / 1e9);
+            ev.flow_id.push(id);
+            ev.kind.push(kind);
+            ev.detail.push(detail.to_string());
+        }
+        ev
+    }
+}

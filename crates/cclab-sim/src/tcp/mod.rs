@@ -1,0 +1,8 @@
+//! TCP endpoints as Linux implements them.
+pub mod interval_set;
+pub mod prr;
+pub mod rack;
+pub mod rate;
+pub mod receiver;
+pub mod rtt;
+pub mod sender;

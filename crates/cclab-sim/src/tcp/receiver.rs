@@ -1,0 +1,300 @@
+//! The receiving end: in-order delivery, out-of-order ranges and SACK blocks
+//! (RFC 2018), and Linux's ACK policy (`__tcp_ack_snd_check`): an ACK for
+//! every second full segment, quick-ACKs at the start, a delayed-ACK timer,
+//! immediate ACKs for duplicates and filled holes, and SACK compression
+//! while out-of-order data is queued.
+
+use super::interval_set::IntervalSet;
+use cclab_cc::{SimDuration, SimTime};
+
+/// `TCP_MAX_QUICKACKS`: ACK every segment for the first 16 (Linux `tcp_incr_quickack`).
+pub const TCP_MAX_QUICKACKS: u32 = 16;
+/// `TCP_DELACK_MIN` / `TCP_ATO_MIN`: the delayed-ACK timeout (HZ/25).
+pub const TCP_DELACK: SimDuration = SimDuration::from_millis(40);
+/// `TCP_FASTRETRANS_THRESH`: duplicate ACKs sent at once before SACK compression starts.
+pub const TCP_FASTRETRANS_THRESH: u32 = 3;
+/// `net.ipv4.tcp_comp_sack_nr` default: at most 44 ACKs compressed into one.
+pub const TCP_COMP_SACK_NR: u32 = 44;
+/// `net.ipv4.tcp_comp_sack_delay_ns` default: 1 ms cap on the compression delay.
+pub const TCP_COMP_SACK_DELAY_MAX: SimDuration = SimDuration::from_millis(1);
+/// Linux sends at most 3 SACK blocks beside the timestamps option
+/// (`TCP_SACK_BLOCKS_EXPECTED`).
+pub const MAX_SACK_BLOCKS: usize = 3;
+/// `TCP_NUM_SACKS`: blocks the receiver remembers.
+pub const TCP_NUM_SACKS: usize = 4;
+
+/// A cumulative ACK with up to three SACK blocks, most recent first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AckPacket {
+    pub cum_ack: u64,
+    pub sack_blocks: [(u64, u64); MAX_SACK_BLOCKS],
+    pub sack_count: u8,
+}
+
+impl AckPacket {
+    pub fn sacks(&self) -> &[(u64, u64)] {
+        &self.sack_blocks[..self.sack_count as usize]
+    }
+}
+
+/// What the receiver wants after a segment arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckAction {
+    SendNow,
+    /// Arm the delayed-ACK timer for this time (if not armed).
+    Delay(SimTime),
+    /// Arm the SACK-compression timer for this time (if not armed).
+    Compress(SimTime),
+}
+
+pub struct TcpReceiver {
+    /// Next expected segment.
+    rcv_nxt: u64,
+    /// `rcv_wup`: rcv_nxt when the last ACK was sent.
+    rcv_wup: u64,
+    out_of_order: IntervalSet,
+    /// `tp->selective_acks`: SACK blocks, most recently changed first.
+    sack_blocks: Vec<(u64, u64)>,
+    quickacks_left: u32,
+    /// SACK compression state (`tp->compressed_ack`, `dup_ack_counter`, `compressed_ack_rcv_nxt`).
+    compressed_acks: u32,
+    dup_ack_counter: u32,
+    compressed_ack_rcv_nxt: u64,
+    comp_sack_delay: SimDuration,
+    /// Segments received, duplicates included.
+    pub segments_received: u64,
+    /// Segments delivered in order.
+    pub segments_delivered: u64,
+}
+
+impl TcpReceiver {
+    /// `base_rtt` stands in for the receiver's own RTT estimate (`rcv_rtt_est`),
+    /// which sets the SACK-compression delay: min(1 ms, RTT/20).
+    pub fn new(base_rtt: SimDuration) -> Self {
+        TcpReceiver {
+            rcv_nxt: 0,
+            rcv_wup: 0,
+            out_of_order: IntervalSet::default(),
+            sack_blocks: Vec::with_capacity(TCP_NUM_SACKS + 1),
+            quickacks_left: TCP_MAX_QUICKACKS,
+            compressed_acks: 0,
+            dup_ack_counter: 0,
+            compressed_ack_rcv_nxt: 0,
+            comp_sack_delay: TCP_COMP_SACK_DELAY_MAX.min(SimDuration(base_rtt.as_nanos() / 20)),
+            segments_received: 0,
+            segments_delivered: 0,
+        }
+    }
+
+    pub fn rcv_nxt(&self) -> u64 {
+        self.rcv_nxt
+    }
+
+    /// A data segment arrived. Returns the ACK action, how many segments
+    /// became deliverable in order, and possibly a compressed ACK that must be
+    /// sent *before* this segment is accounted (so no SACK block is lost).
+    pub fn on_segment(&mut self, now: SimTime, seq: u64) -> (AckAction, u64, Option<AckPacket>) {
+        self.segments_received += 1;
+        if seq < self.rcv_nxt || self.out_of_order.contains(seq) {
+            // A duplicate: Linux enters quick-ACK mode and ACKs at once (with a D-SACK).
+            return (AckAction::SendNow, 0, None);
+        }
+        let before = self.rcv_nxt;
+        let mut hole_filled = false;
+        let mut flushed = None;
+        if seq == self.rcv_nxt {
+            self.rcv_nxt += 1;
+            if let Some((start, end)) = self.out_of_order.first() {
+                if start == self.rcv_nxt {
+                    self.rcv_nxt = end;
+                }
+                self.out_of_order.remove_below(self.rcv_nxt);
+                // RFC 5681 4.2: ACK at once when a gap is filled.
+                hole_filled = self.out_of_order.is_empty();
+            }
+            // tcp_sack_remove: blocks now below rcv_nxt are gone.
+            let rcv_nxt = self.rcv_nxt;
+            self.sack_blocks.retain(|&(start, _)| start > rcv_nxt);
+        } else {
+            self.out_of_order.insert(seq, seq + 1, |_, _| {});
+            flushed = self.sack_new_ofo(seq, seq + 1);
+        }
+        let delivered = self.rcv_nxt - before;
+        self.segments_delivered += delivered;
+
+        // __tcp_ack_snd_check: more than one full segment unacked, quick-ACK mode,
+        // or a one-time immediate ACK.
+        if self.rcv_nxt - self.rcv_wup > 1 || self.quickacks_left > 0 || hole_filled {
+            return (AckAction::SendNow, delivered, flushed);
+        }
+        if self.out_of_order.is_empty() {
+            return (AckAction::Delay(now + TCP_DELACK), delivered, flushed);
+        }
+        // Out-of-order data queued: send the first duplicate ACKs at once, then
+        // compress further SACKs (tcp_comp_sack_*).
+        if self.compressed_acks >= TCP_COMP_SACK_NR {
+            return (AckAction::SendNow, delivered, flushed);
+        }
+        if self.compressed_ack_rcv_nxt != self.rcv_nxt {
+            self.compressed_ack_rcv_nxt = self.rcv_nxt;
+            self.dup_ack_counter = 0;
+        }
+        if self.dup_ack_counter < TCP_FASTRETRANS_THRESH {
+            self.dup_ack_counter += 1;
+            return (AckAction::SendNow, delivered, flushed);
+        }
+        self.compressed_acks += 1;
+        (AckAction::Compress(now + self.comp_sack_delay), delivered, flushed)
+    }
+
+    /// `tcp_sack_new_ofo_skb`: extend the block this segment touches (or start
+    /// a new one) and move it to the front. Before a block would fall out of
+    /// the three that fit in an ACK, a pending compressed ACK is sent first
+    /// (`tcp_sack_compress_send_ack`), so the sender never misses a block.
+    fn sack_new_ofo(&mut self, start: u64, end: u64) -> Option<AckPacket> {
+        let touches = |b: &(u64, u64)| b.0 <= end && start <= b.1;
+        let mut flushed = None;
+        if let Some(idx) = self.sack_blocks.iter().position(touches) {
+            if idx >= MAX_SACK_BLOCKS {
+                flushed = self.flush_compressed_ack();
+            }
+            let mut block = self.sack_blocks.remove(idx);
+            block = (block.0.min(start), block.1.max(end));
+            // tcp_sack_maybe_coalesce: the grown block may now touch others.
+            self.sack_blocks.retain(|b| {
+                let merge = b.0 <= block.1 && block.0 <= b.1;
+                if merge {
+                    block = (block.0.min(b.0), block.1.max(b.1));
+                }
+                !merge
+            });
+            self.sack_blocks.insert(0, block);
+        } else {
+            if self.sack_blocks.len() >= MAX_SACK_BLOCKS {
+                flushed = self.flush_compressed_ack();
+            }
+            self.sack_blocks.insert(0, (start, end));
+            self.sack_blocks.truncate(TCP_NUM_SACKS);
+        }
+        flushed
+    }
+
+    fn flush_compressed_ack(&mut self) -> Option<AckPacket> {
+        (self.compressed_acks > 0).then(|| self.make_ack())
+    }
+
+    /// True while a compressed ACK is pending.
+    pub fn has_compressed_ack(&self) -> bool {
+        self.compressed_acks > 0
+    }
+
+    /// Builds the ACK to send now and resets the ACK-policy state
+    /// (`tcp_event_ack_sent`).
+    pub fn make_ack(&mut self) -> AckPacket {
+        let mut ack = AckPacket { cum_ack: self.rcv_nxt, ..AckPacket::default() };
+        for &block in self.sack_blocks.iter().take(MAX_SACK_BLOCKS) {
+            ack.sack_blocks[ack.sack_count as usize] = block;
+            ack.sack_count += 1;
+        }
+        self.rcv_wup = self.rcv_nxt;
+        self.compressed_acks = 0;
+        self.quickacks_left = self.quickacks_left.saturating_sub(1);
+        ack
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn receiver_past_quickacks() -> TcpReceiver {
+        let mut rx = TcpReceiver::new(SimDuration::from_millis(20));
+        for seq in 0..TCP_MAX_QUICKACKS as u64 {
+            assert_eq!(rx.on_segment(SimTime::ZERO, seq).0, AckAction::SendNow);
+            rx.make_ack();
+        }
+        rx
+    }
+
+    #[test]
+    fn after_the_quickacks_every_second_segment_is_acked() {
+        let mut rx = receiver_past_quickacks();
+        let n = TCP_MAX_QUICKACKS as u64;
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n).0, AckAction::Delay(_)));
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 1).0, AckAction::SendNow);
+        assert_eq!(rx.make_ack().cum_ack, n + 2);
+    }
+
+    #[test]
+    fn a_lone_segment_waits_for_the_delayed_ack_timer() {
+        let mut rx = receiver_past_quickacks();
+        let now = SimTime(1_000);
+        assert_eq!(rx.on_segment(now, TCP_MAX_QUICKACKS as u64).0, AckAction::Delay(now + TCP_DELACK));
+    }
+
+    #[test]
+    fn out_of_order_data_is_sacked_most_recent_block_first() {
+        let mut rx = receiver_past_quickacks();
+        let base = TCP_MAX_QUICKACKS as u64;
+        rx.on_segment(SimTime::ZERO, base + 2); // hole at base, base+1
+        rx.on_segment(SimTime::ZERO, base + 5); // hole at base+3, base+4
+        let ack = rx.make_ack();
+        assert_eq!(ack.cum_ack, base);
+        assert_eq!(ack.sacks(), &[(base + 5, base + 6), (base + 2, base + 3)]);
+    }
+
+    #[test]
+    fn filling_the_last_hole_acks_everything_at_once() {
+        let mut rx = receiver_past_quickacks();
+        let base = TCP_MAX_QUICKACKS as u64;
+        rx.on_segment(SimTime::ZERO, base + 1);
+        rx.on_segment(SimTime::ZERO, base + 2);
+        rx.make_ack();
+        let (action, delivered, _) = rx.on_segment(SimTime::ZERO, base);
+        assert_eq!(action, AckAction::SendNow);
+        assert_eq!(delivered, 3);
+        assert_eq!(rx.make_ack().cum_ack, base + 3);
+    }
+
+    #[test]
+    fn sack_compression_starts_after_three_immediate_dupacks() {
+        let mut rx = receiver_past_quickacks();
+        let base = TCP_MAX_QUICKACKS as u64;
+        let mut actions = Vec::new();
+        for i in 1..=6 {
+            let (a, _, _) = rx.on_segment(SimTime::ZERO, base + i);
+            if a == AckAction::SendNow {
+                rx.make_ack();
+            }
+            actions.push(a);
+        }
+        assert_eq!(&actions[..3], &[AckAction::SendNow; 3]);
+        assert!(actions[3..].iter().all(|a| matches!(a, AckAction::Compress(_))));
+    }
+
+    #[test]
+    fn a_compressed_ack_is_flushed_before_a_sack_block_would_be_forgotten() {
+        let mut rx = receiver_past_quickacks();
+        let base = TCP_MAX_QUICKACKS as u64;
+        // Four immediate dupACKs' worth of holes, then compressed ones.
+        let mut last_ack = None;
+        for i in 0..8u64 {
+            let (action, _, flushed) = rx.on_segment(SimTime::ZERO, base + 1 + 2 * i);
+            if let Some(ack) = flushed {
+                // The flushed ACK still reports the three newest blocks before this one.
+                assert_eq!(ack.sack_count, 3);
+                last_ack = Some(ack);
+            }
+            if action == AckAction::SendNow {
+                rx.make_ack();
+            }
+        }
+        assert!(last_ack.is_some(), "a pending compressed ACK must be flushed");
+    }
+
+    #[test]
+    fn a_duplicate_segment_is_acked_at_once() {
+        let mut rx = receiver_past_quickacks();
+        assert_eq!(rx.on_segment(SimTime::ZERO, 3).0, AckAction::SendNow);
+    }
+}
