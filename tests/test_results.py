@@ -139,4 +139,4 @@ def test_the_summary_shows_each_flow_and_the_bottleneck(result: RunResult) -> No
     assert "3.250" in text  # the finite flow's FCT
     assert "utilization 97.0%" in text
     # 80,000.5 B of backlog at 50 Mbit/s is 12.8 ms of queueing delay.
-    assert "queue mean 80,000 B (12.8 ms)" in text
+    assert "mean 80,000 B (12.80 ms)" in text

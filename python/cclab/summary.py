@@ -19,8 +19,9 @@ def _number(value: Any, digits: int = 1) -> str:
 
 
 def render_summary(result: RunResult) -> Group:
-    flows = Table(title=f"flows ({result.provenance.get('engine', '?')} engine, seed {result.provenance.get('seed', '?')})")
-    for header in ("flow", "cc", "goodput Mbit/s", "retrans", "lost", "RTT min ms", "RTT mean ms", "RTT p95 ms", "FCT s"):
+    engine, seed = result.provenance.get("engine", "?"), result.provenance.get("seed", "?")
+    flows = Table(title=f"flows ({engine} engine, seed {seed}): goodput in Mbit/s, RTT in ms, FCT in s")
+    for header in ("flow", "cc", "goodput", "retrans", "lost", "RTT min", "RTT mean", "RTT p95", "FCT"):
         flows.add_column(header, justify="left" if header == "cc" else "right")
     for row in result.flows.to_dict("records"):
         flows.add_row(
@@ -43,14 +44,15 @@ def render_summary(result: RunResult) -> Group:
         backlog_bytes = link.get(key)
         if backlog_bytes is None:
             return "-"
-        return f"{backlog_bytes:,.0f} B ({backlog_bytes * 8 / rate_bps * 1e3:.1f} ms)"
+        return f"{backlog_bytes:,.0f} B ({backlog_bytes * 8 / rate_bps * 1e3:.2f} ms)"
 
     utilization = link.get("utilization")
     line = Text.assemble(
         ("bottleneck: ", "bold"),
         f"utilization {_number(None if utilization is None else utilization * 100)}%  ",
-        f"drops {link.get('drops', '-')}  random losses {link.get('random_losses', '-')}  ",
-        f"queue mean {queue('queue_mean_bytes')}  p10 {queue('queue_p10_bytes')}",
+        f"drops {link.get('drops', '-')}  random losses {link.get('random_losses', '-')}\n",
+        ("queue: ", "bold"),
+        f"mean {queue('queue_mean_bytes')}  p10 {queue('queue_p10_bytes')}",
     )
     if result.validity is not None and not result.validity.get("valid", True):
         reasons = "; ".join(map(str, result.validity.get("reasons", []))) or "no reason given"
