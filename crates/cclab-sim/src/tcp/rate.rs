@@ -2,7 +2,7 @@
 //! Linux `tcp_rate.c`): each packet remembers how much had been delivered
 //! when it was sent; an ACK turns that into a rate sample for the CC.
 
-use cclab_cc::{RateSample, SimDuration, SimTime};
+use cclab_cc::{RateSample, SimDuration, SimTime, TcpState};
 
 /// What a packet records when it is (re)transmitted (`TCP_SKB_CB(skb)->tx`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -18,11 +18,15 @@ pub struct TxRecord {
     pub is_app_limited: bool,
 }
 
-/// The connection-wide sampling state (`tp->first_tx_mstamp`, `delivered_mstamp`).
+/// `tp->app_limited` at connection start (Linux sets ~0U in `tcp_init_sock`):
+/// the first window is app-limited until anything is delivered.
+pub const APP_LIMITED_UNTIL_FIRST_DELIVERY: u64 = u64::MAX;
+
+/// The connection-wide sampling state (`tp->first_tx_mstamp`); the delivered
+/// count and its timestamp live in [`TcpState`] where the CC reads them.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RateSampler {
     pub first_tx_time: SimTime,
-    pub delivered_time: SimTime,
 }
 
 /// A rate sample under construction for one ACK.
@@ -40,16 +44,16 @@ pub struct SampleBuilder {
 impl RateSampler {
     /// `tcp_rate_skb_sent`: stamps a packet as it leaves. `packets_out` is the
     /// count before this packet; with nothing outstanding the send phase restarts.
-    pub fn on_send(&mut self, now: SimTime, packets_out: u64, delivered: u64, app_limited: bool) -> TxRecord {
+    pub fn on_send(&mut self, now: SimTime, packets_out: u64, tcp: &mut TcpState) -> TxRecord {
         if packets_out == 0 {
             self.first_tx_time = now;
-            self.delivered_time = now;
+            tcp.delivered_time = now;
         }
         TxRecord {
             first_tx_time: self.first_tx_time,
-            delivered_time: Some(self.delivered_time),
-            delivered,
-            is_app_limited: app_limited,
+            delivered_time: Some(tcp.delivered_time),
+            delivered: tcp.delivered,
+            is_app_limited: tcp.app_limited != 0,
         }
     }
 
@@ -89,7 +93,12 @@ pub fn generate(
     rtt: Option<SimDuration>,
     app_limited: &mut u64,
 ) -> RateSample {
-    if *app_limited != 0 && delivered_now > *app_limited {
+    let bubble_delivered = match *app_limited {
+        0 => false,
+        APP_LIMITED_UNTIL_FIRST_DELIVERY => delivered_now > 0,
+        until => delivered_now > until,
+    };
+    if bubble_delivered {
         *app_limited = 0;
     }
     let mut sample = RateSample {
@@ -127,8 +136,9 @@ mod tests {
     #[test]
     fn a_window_acked_one_rtt_later_samples_the_sending_rate() {
         let mut sampler = RateSampler::default();
+        let mut tcp = TcpState::new(1448);
         // 10 packets sent 1 ms apart from t = 0, nothing delivered yet.
-        let mut recs: Vec<TxRecord> = (0..10).map(|i| sampler.on_send(SimTime(i * MS), i, 0, false)).collect();
+        let mut recs: Vec<TxRecord> = (0..10).map(|i| sampler.on_send(SimTime(i * MS), i, &mut tcp)).collect();
         // All ACKed together at t = 100 ms (delivered becomes 10).
         let mut rs = SampleBuilder::default();
         for (i, rec) in recs.iter_mut().enumerate() {
@@ -144,7 +154,7 @@ mod tests {
     #[test]
     fn a_sample_shorter_than_min_rtt_is_invalid() {
         let mut sampler = RateSampler::default();
-        let mut rec = sampler.on_send(SimTime(0), 0, 0, false);
+        let mut rec = sampler.on_send(SimTime(0), 0, &mut TcpState::new(1448));
         let mut rs = SampleBuilder::default();
         sampler.on_delivered(&mut rec, SimTime(0), 0, false, false, &mut rs);
         let mut app_limited = 0;
@@ -155,13 +165,36 @@ mod tests {
     #[test]
     fn a_sacked_packet_is_counted_once() {
         let mut sampler = RateSampler::default();
-        let mut rec = sampler.on_send(SimTime(0), 0, 0, false);
+        let mut rec = sampler.on_send(SimTime(0), 0, &mut TcpState::new(1448));
         let mut rs = SampleBuilder::default();
         sampler.on_delivered(&mut rec, SimTime(0), 0, false, true, &mut rs);
         assert!(rec.delivered_time.is_none());
         let mut rs2 = SampleBuilder::default();
         sampler.on_delivered(&mut rec, SimTime(0), 0, false, false, &mut rs2);
         assert!(rs2.prior_time.is_none());
+    }
+
+    #[test]
+    fn packets_sent_after_a_delivery_are_stamped_with_its_time() {
+        // The sample interval must start at the latest delivery, not the connection start.
+        let mut sampler = RateSampler::default();
+        let mut tcp = TcpState::new(1448);
+        sampler.on_send(SimTime(0), 0, &mut tcp);
+        tcp.delivered = 1;
+        tcp.delivered_time = SimTime(40 * MS);
+        let rec = sampler.on_send(SimTime(41 * MS), 1, &mut tcp);
+        assert_eq!(rec.delivered_time, Some(SimTime(40 * MS)));
+        assert_eq!(rec.delivered, 1);
+    }
+
+    #[test]
+    fn the_first_window_is_app_limited_until_something_is_delivered() {
+        let rs = SampleBuilder::default();
+        let mut app_limited = APP_LIMITED_UNTIL_FIRST_DELIVERY;
+        generate(&rs, SimTime(0), 0, 0, 0, 1, None, None, &mut app_limited);
+        assert_eq!(app_limited, APP_LIMITED_UNTIL_FIRST_DELIVERY);
+        generate(&rs, SimTime(0), 1, 1, 0, 1, None, None, &mut app_limited);
+        assert_eq!(app_limited, 0);
     }
 
     #[test]

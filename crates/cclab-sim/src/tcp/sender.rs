@@ -141,9 +141,11 @@ impl TcpSender {
             }
             None => (None, mss_bytes),
         };
+        let mut tcp = TcpState::new(mss_bytes);
+        tcp.app_limited = rate::APP_LIMITED_UNTIL_FIRST_DELIVERY;
         TcpSender {
             flow_id,
-            tcp: TcpState::new(mss_bytes),
+            tcp,
             cc,
             pacing,
             cc_owns_cwnd: false,
@@ -836,7 +838,7 @@ impl TcpSender {
             self.sync_state(now);
             self.cc.cwnd_event(&mut self.tcp, CwndEvent::TxStart);
         }
-        let tx = self.rate.on_send(now, prior_packets_out, self.tcp.delivered, self.tcp.app_limited != 0);
+        let tx = self.rate.on_send(now, prior_packets_out, &mut self.tcp);
         if is_retrans {
             let seg = self.segment_mut(seq);
             seg.flags |= RETRANS_IN_FLIGHT | EVER_RETRANS;

@@ -1,0 +1,137 @@
+//! Physical laws over random scenarios: bytes are conserved, the queue never
+//! exceeds its limit, goodput never exceeds what the link can carry, and the
+//! same seed gives the same result.
+
+mod common;
+use cclab_sim::config::{BottleneckConfig, FlowConfig, SimConfig};
+use common::*;
+use proptest::prelude::*;
+
+fn arb_flow(id: u32) -> impl Strategy<Value = FlowConfig> {
+    (
+        prop_oneof![Just("reno"), Just("cubic"), Just("bbr")],
+        0u64..500,
+        prop::option::weighted(0.3, 20_000u64..3_000_000),
+        0u64..40,
+    )
+        .prop_map(move |(cc, start_ms, size, extra_ms)| FlowConfig {
+            flow_id: id,
+            cc: cc.into(),
+            probe_bw_gain: None,
+            start_ns: start_ms * MS,
+            size_bytes: size,
+            extra_rtt_ns: extra_ms * MS,
+            rwnd_bytes: None,
+        })
+}
+
+fn arb_config() -> impl Strategy<Value = SimConfig> {
+    (1u64..200, 2u64..120, 1u64..300, prop_oneof![Just(0.0), 0.0f64..0.05], 1usize..4, any::<u64>(), any::<bool>())
+        .prop_flat_map(|(rate, rtt, buffer_pkts, loss, n_flows, seed, limit_in_packets)| {
+            let flows: Vec<_> = (0..n_flows as u32).map(arb_flow).collect();
+            (Just((rate, rtt, buffer_pkts, loss, seed, limit_in_packets)), flows)
+        })
+        .prop_map(|((rate, rtt, buffer_pkts, loss, seed, in_pkts), flows)| SimConfig {
+            seed,
+            duration_ns: 2 * S,
+            bottleneck: BottleneckConfig {
+                rate_bps: rate * 1_000_000,
+                rtt_ns: rtt * MS,
+                queue_limit_bytes: (!in_pkts).then_some(buffer_pkts * FRAME_BYTES),
+                queue_limit_packets: in_pkts.then_some(buffer_pkts),
+                loss_probability: loss,
+            },
+            flows,
+            flow_sample_interval_ns: 100 * MS,
+            queue_sample_interval_ns: MS,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    #[test]
+    fn physical_laws_hold_for_random_scenarios(cfg in arb_config()) {
+        let rate_bps = cfg.bottleneck.rate_bps as f64;
+        let loss = cfg.bottleneck.loss_probability;
+        let limit = cfg.bottleneck.queue_limit_bytes;
+        let r = run_checked(cfg.clone());
+
+        // Segments sent = received at the receiver + lost + still in the network.
+        for f in &r.flows {
+            prop_assert_eq!(f.data_segments_sent, f.segments_received + f.lost_segments + f.segments_in_network, "flow {}", f.flow_id);
+            prop_assert!(f.bytes_delivered <= f.bytes_sent);
+        }
+        // The queue never exceeds its limit.
+        if let Some(limit) = limit {
+            prop_assert!(r.bottleneck.queue_max_bytes <= limit);
+        }
+        // Aggregate goodput never exceeds rate x 1448/1514 x (1 - loss), allowing
+        // for tbf's initial burst (at most max(10 frames, 250 us x rate)).
+        let elapsed = r.stats.simulated_s;
+        let delivered_bits: f64 = r.flows.iter().map(|f| f.bytes_delivered as f64 * 8.0).sum();
+        let burst_bits = (10.0 * 1514.0 * 8.0f64).max(250e-6 * rate_bps);
+        prop_assert!(delivered_bits <= rate_bps * elapsed * GOODPUT_CEILING * (1.0 - loss) + burst_bits,
+            "delivered {} bits in {} s on {} bit/s at loss {}", delivered_bits, elapsed, rate_bps, loss);
+
+        // The same seed gives the same result, bit for bit.
+        let a = cclab_sim::run_json(&serde_json_of(&cfg)).unwrap();
+        let b = cclab_sim::run_json(&serde_json_of(&cfg)).unwrap();
+        prop_assert_eq!(strip_wall_time(&a), strip_wall_time(&b));
+    }
+}
+
+fn serde_json_of(cfg: &SimConfig) -> String {
+    let flows: Vec<String> = cfg
+        .flows
+        .iter()
+        .map(|f| {
+            format!(
+                r#"{{"flow_id":{},"cc":"{}","start_ns":{},"size_bytes":{},"extra_rtt_ns":{}}}"#,
+                f.flow_id,
+                f.cc,
+                f.start_ns,
+                f.size_bytes.map_or("null".into(), |s| s.to_string()),
+                f.extra_rtt_ns
+            )
+        })
+        .collect();
+    let b = &cfg.bottleneck;
+    format!(
+        r#"{{"seed":{},"duration_ns":{},"bottleneck":{{"rate_bps":{},"rtt_ns":{},"queue_limit_bytes":{},"queue_limit_packets":{},"loss_probability":{}}},"flows":[{}]}}"#,
+        cfg.seed,
+        cfg.duration_ns,
+        b.rate_bps,
+        b.rtt_ns,
+        b.queue_limit_bytes.map_or("null".into(), |v| v.to_string()),
+        b.queue_limit_packets.map_or("null".into(), |v| v.to_string()),
+        b.loss_probability,
+        flows.join(",")
+    )
+}
+
+fn strip_wall_time(json: &str) -> String {
+    let start = json.find("\"sim_wall_s\":").expect("stats present");
+    let end = start + json[start..].find(',').unwrap();
+    format!("{}{}", &json[..start], &json[end..])
+}
+
+#[test]
+fn different_seeds_give_different_random_losses() {
+    let mut a = config(50, 20, 100_000, 0.02, 3, vec![flow(0, "cubic")]);
+    let mut b = a.clone();
+    a.seed = 1;
+    b.seed = 2;
+    let (ra, rb) = (run(a), run(b));
+    assert_ne!(ra.flows[0].random_loss_segments, rb.flows[0].random_loss_segments);
+}
+
+#[test]
+fn random_loss_matches_the_configured_probability() {
+    let r = run(config(100, 10, 1_000_000, 0.03, 10, vec![flow(0, "bbr")]));
+    let f = &r.flows[0];
+    let arrived_at_queue = (f.data_segments_sent - f.segments_in_network) as f64;
+    let p = f.random_loss_segments as f64 / arrived_at_queue;
+    let sigma = (0.03 * 0.97 / arrived_at_queue).sqrt();
+    assert!((p - 0.03).abs() < 4.0 * sigma, "measured loss {p}, n = {arrived_at_queue}");
+}

@@ -1,0 +1,93 @@
+//! Named scenarios with physical expectations, one per seed finding the
+//! simulator must reproduce.
+
+mod common;
+use common::*;
+
+#[test]
+fn one_cubic_flow_fills_a_100mbit_20ms_link_with_a_one_bdp_buffer() {
+    let cfg = config(100, 20, bdp_bytes(100, 20), 0.0, 10, vec![flow(0, "cubic")]);
+    let r = run_checked(cfg);
+    let f = &r.flows[0];
+    assert!(f.goodput_mbps > 90.0, "goodput {}", f.goodput_mbps);
+    assert!(f.goodput_mbps <= 100.0 * GOODPUT_CEILING, "goodput {} above the ceiling", f.goodput_mbps);
+    // CUBIC keeps the buffer busy: a standing queue but never above the limit.
+    assert!(r.bottleneck.queue_max_bytes <= bdp_bytes(100, 20));
+    assert!(r.bottleneck.utilization > 0.95);
+}
+
+#[test]
+fn every_cc_fills_a_deep_buffered_link() {
+    for cc in ["reno", "cubic", "bbr"] {
+        let cfg = config(50, 10, 4 * bdp_bytes(50, 10), 0.0, 10, vec![flow(0, cc)]);
+        let r = run_checked(cfg);
+        let goodput = r.flows[0].goodput_mbps;
+        assert!(goodput > 0.9 * 50.0 * GOODPUT_CEILING, "{cc}: goodput {goodput}");
+        // With no random loss every retransmission answers a queue drop.
+        assert_eq!(r.flows[0].retrans_segments, r.flows[0].queue_drop_segments, "{cc}: spurious retransmissions");
+    }
+}
+
+#[test]
+fn at_one_percent_loss_bbr_keeps_its_rate_while_cubic_collapses() {
+    // ReBBR / the BBR paper: 100 Mbit/s, 100 ms, 1% random loss, 30 s.
+    let buffer = 10_000_000;
+    let bbr = run(config(100, 100, buffer, 0.01, 30, vec![flow(0, "bbr")]));
+    let cubic = run(config(100, 100, buffer, 0.01, 30, vec![flow(0, "cubic")]));
+    assert!(bbr.flows[0].goodput_mbps > 80.0, "bbr {}", bbr.flows[0].goodput_mbps);
+    assert!(cubic.flows[0].goodput_mbps < 20.0, "cubic {}", cubic.flows[0].goodput_mbps);
+}
+
+#[test]
+fn bbr_enters_probe_rtt_about_every_ten_seconds() {
+    let r = run(config(100, 20, bdp_bytes(100, 20) * 2, 0.0, 35, vec![flow(0, "bbr")]));
+    let entries: Vec<f64> = (0..r.events.kind.len())
+        .filter(|&i| r.events.kind[i] == "cc_mode" && r.events.detail[i] == "probe_rtt")
+        .map(|i| r.events.time_s[i])
+        .collect();
+    assert!(entries.len() >= 2, "PROBE_RTT entries {entries:?}");
+    for pair in entries.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!((9.0..=12.0).contains(&gap), "PROBE_RTT gap {gap} s in {entries:?}");
+    }
+    // The cwnd series shows it: cwnd drops to 4 packets in those samples.
+    let min_cwnd = r.flow_series.cwnd_pkts.iter().skip(20).min().copied().unwrap();
+    assert!(min_cwnd <= 4 + 3 * 2, "min cwnd {min_cwnd}");
+}
+
+#[test]
+fn a_finite_flow_completes_no_faster_than_the_link_allows() {
+    let mut f = flow(0, "cubic");
+    f.size_bytes = Some(10_000_000);
+    let r = run_checked(config(100, 20, bdp_bytes(100, 20), 0.0, 30, vec![f]));
+    let fr = &r.flows[0];
+    assert!(fr.completed);
+    assert_eq!(fr.bytes_delivered, 10_000_000);
+    let fct = fr.fct_s.unwrap();
+    let floor = 10_000_000.0 * 8.0 / (100e6 * GOODPUT_CEILING) + 0.020;
+    assert!(fct >= floor, "fct {fct} < physical floor {floor}");
+    assert!(fct < 3.0 * floor, "fct {fct} too slow");
+    // The run stops once the flow is done.
+    assert!(r.stats.simulated_s < 30.0);
+}
+
+#[test]
+fn ten_flows_of_one_cc_share_a_deep_buffer_fairly() {
+    let flows = (0..10).map(|i| flow(i, "cubic")).collect();
+    let r = run(config(100, 20, 10 * bdp_bytes(100, 20), 0.0, 30, flows));
+    let g: Vec<f64> = r.flows.iter().map(|f| f.goodput_mbps).collect();
+    let jain = g.iter().sum::<f64>().powi(2) / (g.len() as f64 * g.iter().map(|x| x * x).sum::<f64>());
+    assert!(jain > 0.9, "Jain index {jain}: {g:?}");
+}
+
+#[test]
+fn a_longer_rtt_flow_starts_later_and_still_gets_through() {
+    let mut late = flow(1, "reno");
+    late.start_ns = 2 * S;
+    late.extra_rtt_ns = 30 * MS;
+    let r = run_checked(config(20, 10, 100_000, 0.0, 6, vec![flow(0, "reno"), late]));
+    assert!(r.flows[1].start_s == 2.0);
+    assert!(r.flows[1].bytes_delivered > 0);
+    assert!(r.flows[1].rtt_min_ms.unwrap() >= 40.0, "extra RTT not applied: {:?}", r.flows[1].rtt_min_ms);
+    assert!(r.flows[0].rtt_min_ms.unwrap() < 12.0);
+}
