@@ -1,1 +1,73 @@
-fn main(){}
+//! Simulator speed: simulated data packets per wall-second, and wall time of
+//! the scenarios the issues name. Run: `cargo bench -p cclab-sim --bench throughput`
+//! (add a scenario name to run just that one). Figures go to docs/BENCHMARKS.md.
+
+use cclab_sim::config::{BottleneckConfig, FlowConfig, SimConfig};
+use std::time::Instant;
+
+const MS: u64 = 1_000_000;
+const S: u64 = 1_000_000_000;
+
+fn scenario(rate_mbps: u64, rtt_ms: u64, buffer_bytes: u64, loss: f64, duration_s: u64, ccs: &[&str]) -> SimConfig {
+    SimConfig {
+        seed: 1,
+        duration_ns: duration_s * S,
+        bottleneck: BottleneckConfig {
+            rate_bps: rate_mbps * 1_000_000,
+            rtt_ns: rtt_ms * MS,
+            queue_limit_bytes: Some(buffer_bytes),
+            queue_limit_packets: None,
+            loss_probability: loss,
+        },
+        flows: ccs
+            .iter()
+            .enumerate()
+            .map(|(i, cc)| FlowConfig { flow_id: i as u32, cc: cc.to_string(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None })
+            .collect(),
+        flow_sample_interval_ns: 100 * MS,
+        queue_sample_interval_ns: MS,
+    }
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn main() {
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let bdp_1g_25ms = 1_000_000_000 / 8 * 25 / 1000;
+    let hundred = vec!["cubic"; 50].into_iter().chain(vec!["bbr"; 50]).collect::<Vec<_>>();
+    let cases: Vec<(&str, SimConfig)> = vec![
+        ("cubic_1g_25ms_1bdp_60s", scenario(1000, 25, bdp_1g_25ms, 0.0, 60, &["cubic"])),
+        ("bbr_1g_25ms_1bdp_60s", scenario(1000, 25, bdp_1g_25ms, 0.0, 60, &["bbr"])),
+        ("bbr_1g_200ms_100KB_60s", scenario(1000, 200, 100_000, 0.0, 60, &["bbr"])),
+        ("cubic_1g_200ms_100KB_60s", scenario(1000, 200, 100_000, 0.0, 60, &["cubic"])),
+        ("bbr_100m_100ms_1pct_loss_60s", scenario(100, 100, 10_000_000, 0.01, 60, &["bbr"])),
+        ("100_flows_1g_20ms_60s", scenario(1000, 20, 2 * 2_500_000, 0.0, 60, &hundred)),
+    ];
+    println!("| scenario | wall s | data packets | packets/s | events/s | goodput Mbit/s (sum) | retrans | peak RSS MiB |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (name, cfg) in cases {
+        if filter.as_deref().is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        let start = Instant::now();
+        let r = cclab_sim::run(cfg).expect("valid scenario");
+        let wall = start.elapsed().as_secs_f64();
+        let goodput: f64 = r.flows.iter().map(|f| f.goodput_mbps).sum();
+        let retrans: u64 = r.flows.iter().map(|f| f.retrans_segments).sum();
+        println!(
+            "| {name} | {wall:.2} | {} | {:.2e} | {:.2e} | {goodput:.1} | {retrans} | {:.0} |",
+            r.stats.data_packets,
+            r.stats.data_packets as f64 / wall,
+            r.stats.events_processed as f64 / wall,
+            peak_rss_mib()
+        );
+    }
+}
