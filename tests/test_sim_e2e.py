@@ -76,6 +76,12 @@ def test_one_cubic_flow_fills_a_100mbit_20ms_link_with_a_1bdp_buffer() -> None:
     assert result.flows["rtt_min_ms"].iloc[0] >= 20
 
 
+# Why not rate x 1448/1514 x (1 - loss), the "ideal" line of the ReBBR seed: there the loss
+# consumed link capacity. Here, as in the kernel engine's iptables rule, random loss happens
+# before the bottleneck queue (ARCHITECTURE.md), so a lost packet never occupies the link and
+# a sender that sends faster than the link can keep it full: BBR with probe_bw_gain 1.5 at
+# 5% loss measured 46.1 Mbit/s against 45.4 for that line on 50 Mbit/s. The hard law is the
+# payload share of the line rate, whatever the loss.
 @pytest.mark.parametrize(
     ("flows", "loss"),
     [
@@ -89,12 +95,10 @@ def test_one_cubic_flow_fills_a_100mbit_20ms_link_with_a_1bdp_buffer() -> None:
     ],
     ids=["cubic", "reno", "bbr", "2bbr_2cubic", "cubic_1pct_loss", "bbr_1pct_loss", "bbr1.5_5pct_loss"],
 )
-def test_goodput_never_exceeds_the_payload_share_of_the_rate_times_the_delivered_fraction(
-    flows: list[dict[str, Any]], loss: float
-) -> None:
+def test_goodput_never_exceeds_the_payload_share_of_the_line_rate(flows: list[dict[str, Any]], loss: float) -> None:
     rate_mbps = 50
     result = cclab.run(spec(flows=flows, rate_mbps=rate_mbps, loss=loss))
-    ceiling_mbps = rate_mbps * PAYLOAD_SHARE * (1 - loss)
+    ceiling_mbps = rate_mbps * PAYLOAD_SHARE
     assert result.flows["goodput_mbps"].sum() <= ceiling_mbps * (1 + 1e-9)
     assert result.flows["goodput_mbps"].min() > 0
 
@@ -135,9 +139,12 @@ def test_extra_rtt_applies_to_its_own_flows_only() -> None:
     assert rtt_min_ms[1] >= 75 and rtt_min_ms[2] >= 75
 
 
-def _without_wall_clock(stdout: str) -> dict[str, Any]:
+def _without_wall_clock_or_checkout(stdout: str) -> dict[str, Any]:
+    # What may differ between two identical runs: the wall time the simulation took, and
+    # the git state of the checkout (another commit, or an edit, between the two runs).
     data = json.loads(stdout)
     data["stats"].pop("sim_wall_s", None)
+    data["provenance"].pop("git_revision")
     return data
 
 
@@ -146,7 +153,7 @@ def test_the_same_seed_gives_identical_json_and_another_seed_does_not(write_spec
         done = run_cli("run", write_spec(toml(spec("bbr", loss=0.01, seed=seed, duration_s=3)), f"{name}.toml"),
                        "--json", "--out", tmp_path / name)
         assert done.returncode == 0, done.stderr
-        return _without_wall_clock(done.stdout)
+        return _without_wall_clock_or_checkout(done.stdout)
 
     first, again, other = run(1, "first"), run(1, "again"), run(2, "other")
     assert first == again
