@@ -19,8 +19,12 @@ HEADLINE := 500mbit_200ms_100KB
 
 install: system-deps $(INSTALLED)
 
+# The kernel engine drives iperf3, iptables (loss and counters), ethtool (offloads)
+# and ping (idle RTT check); the simulator needs none of them.
+KERNEL_TOOLS := iperf3 iptables ethtool ping
 system-deps:
-	@command -v iperf3 >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3; }
+	@missing=; for t in $(KERNEL_TOOLS); do command -v $$t >/dev/null || missing=1; done; \
+	if [ -n "$$missing" ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 iptables ethtool iputils-ping; fi
 	@command -v cargo >/dev/null || { command -v rustup >/dev/null && rustup default stable; } || \
 		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y cargo rustc; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -29,6 +33,8 @@ system-deps:
 $(INSTALLED): pyproject.toml $(RUST_INPUTS)
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+	# The kernel engine's NFQUEUE delay line (used where the kernel has no netem).
+	cargo build --release -p cclab-delayline
 	touch $@
 
 test: install
