@@ -1,0 +1,50 @@
+"""Studies: one module per reproduced paper or experiment, found automatically.
+
+Any module in this package that defines `NAME` is a study. It must also define
+`DESCRIPTION` (one line) and
+
+    def run(out_dir: Path, *, engine: str = "sim", quick: bool = False,
+            jobs: int | None = None, include_invalid: bool = False) -> Path
+
+which writes its sweep under `out_dir/runs/`, its figures (PNG and SVG) and
+`summary.md` into `out_dir`, and returns the path of `summary.md`.
+
+Adding a study is adding a file: nothing here needs editing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+from cclab.errors import SpecError
+
+
+def discover() -> dict[str, ModuleType]:
+    """Every study module of this package, keyed by its NAME, sorted by name.
+
+    A module that fails to import is an error, not a silently missing study: a
+    broken study should be noticed by whoever runs `cclab reproduce`.
+    """
+    studies: dict[str, ModuleType] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        name = getattr(module, "NAME", None)
+        if not isinstance(name, str):
+            continue  # a helper module shared by studies, not a study
+        if name in studies:
+            raise RuntimeError(f"two study modules define NAME = {name!r}: {studies[name].__name__} and {module.__name__}")
+        studies[name] = module
+    return dict(sorted(studies.items()))
+
+
+def get_study(name: str) -> ModuleType:
+    """The study called `name`, or a one-line SpecError listing the known ones."""
+    studies = discover()
+    if name not in studies:
+        known = ", ".join(studies) or "(none)"
+        raise SpecError(f"unknown study {name!r}; known studies: {known}")
+    return studies[name]
