@@ -1,0 +1,96 @@
+"""What the issue-4 studies share: running a sweep into the study folder and reading
+back only its runs, markdown tables, verdicts and figure saving.
+
+A module whose name starts with `_` is not a study (see `cclab.studies.discover`).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from cclab.analysis.figures import save_figure
+from cclab.sweep import Sweep, expand
+
+# Sample series more coarsely than a single run does: studies read per-flow totals, and
+# a 640-run grid with 1 ms queue samples would store tens of millions of rows.
+STUDY_FLOW_SAMPLE_INTERVAL_MS = 500.0
+STUDY_QUEUE_SAMPLE_INTERVAL_MS = 100.0
+
+
+def progress(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def run_study_sweep(
+    sweep: Sweep, out_dir: Path, *, engine: str, jobs: int | None, include_invalid: bool
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Run `sweep` into `out_dir/runs/` (finished runs are skipped) and return the flows
+    of exactly this sweep's runs, without the kernel engine's invalid runs unless asked.
+
+    The second value tells what happened: runs, wall seconds, runs dropped as invalid.
+    """
+    from cclab.store import load_flows
+    from cclab.sweep import run_sweep
+
+    started = time.monotonic()
+    run_sweep(sweep, out_dir, engine=engine, jobs=jobs)
+    wall_s = time.monotonic() - started
+    keys = {spec.run_key for spec in expand(sweep, engine)}
+    flows = load_flows(out_dir)
+    flows = flows[flows["run_key"].isin(keys)].reset_index(drop=True)
+    invalid = flows["valid"].eq(False) if "valid" in flows.columns else pd.Series(False, index=flows.index)
+    dropped = int(flows.loc[invalid, "run_key"].nunique())
+    if not include_invalid:
+        flows = flows[~invalid].reset_index(drop=True)
+    info = {"runs": len(keys), "wall_s": wall_s, "invalid_runs": dropped, "included_invalid": include_invalid}
+    return flows, info
+
+
+def save(figure: Figure, out_dir: Path, stem: str) -> str:
+    """Save as PNG and SVG under `out_dir/figures/`; the markdown link to the PNG."""
+    save_figure(figure, out_dir / "figures", stem)
+    return f"![{stem}](figures/{stem}.png)"
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    """A number for a summary table: `n/a` for missing, thousands separated for counts."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "n/a"
+    if isinstance(value, (int,)) or (isinstance(value, float) and value.is_integer() and abs(value) >= 1000):
+        return f"{int(value):,}"
+    return f"{value:.{digits}f}"
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value * 100:.{digits}f}%"
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def verdict(holds: bool | None) -> str:
+    return "n/a (not in this grid)" if holds is None else ("**holds**" if holds else "**does not hold**")
+
+
+def run_facts(engine: str, quick: bool, info: dict[str, Any]) -> str:
+    invalid = info["invalid_runs"]
+    note = (
+        f"{invalid} invalid run(s) {'included' if info['included_invalid'] else 'left out (use --include-invalid to keep them)'}"
+        if invalid
+        else "no invalid runs"
+    )
+    return (
+        f"Engine: `{engine}`{' (quick subset)' if quick else ''}. Runs: {info['runs']}, "
+        f"sweep wall time {info['wall_s']:.0f} s (runs already on disk are not redone); {note}."
+    )
