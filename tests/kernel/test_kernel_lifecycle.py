@@ -21,24 +21,56 @@ pytestmark = requires_kernel_engine
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_no_namespace_is_left_after_a_normal_run() -> None:
+# Other runs may be going on at the same time (the engine allows it), so each test
+# looks only at the namespaces of the run it started.
+def namespaces_of(run_id: str) -> list[str]:
+    return [n for n in kernel_netns.list_cclab_namespaces() if n.startswith(f"{kernel_netns.NAME_PREFIX}{run_id}-")]
+
+
+@pytest.fixture
+def run_ids(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records the id of every run the test starts in this process."""
+    from cclab.engines.kernel import engine
+
+    ids: list[str] = []
+
+    def recording_new_run_id() -> str:
+        ids.append(kernel_netns.new_run_id())
+        return ids[-1]
+
+    monkeypatch.setattr(engine, "new_run_id", recording_new_run_id)
+    return ids
+
+
+def run_id_of_pid(pid: int) -> str | None:
+    for record_path in kernel_netns.RUN_DIR.glob("*.json"):
+        try:
+            if json.loads(record_path.read_text()).get("pid") == pid:
+                return record_path.stem
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def test_no_namespace_is_left_after_a_normal_run(run_ids: list[str]) -> None:
     result = run(make_config(duration_ns=1_000_000_000))
     assert result["flows"][0]["bytes_delivered"] > 0
-    assert kernel_netns.list_cclab_namespaces() == []
+    assert len(run_ids) == 1
+    assert namespaces_of(run_ids[0]) == []
 
 
-def test_no_namespace_is_left_after_a_run_that_fails_midway(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_namespace_is_left_after_a_run_that_fails_midway(monkeypatch: pytest.MonkeyPatch, run_ids: list[str]) -> None:
     seen: list[str] = []
 
     def failing_start_servers(*_args: object, **_kwargs: object) -> list:
-        seen.extend(kernel_netns.list_cclab_namespaces())
+        seen.extend(namespaces_of(run_ids[0]))
         raise RuntimeError("injected failure")
 
     monkeypatch.setattr(traffic, "start_servers", failing_start_servers)
     with pytest.raises(RuntimeError, match="injected failure"):
         run(make_config(duration_ns=1_000_000_000))
     assert len(seen) == 3  # router, receiver, one sender existed when it failed
-    assert kernel_netns.list_cclab_namespaces() == []
+    assert namespaces_of(run_ids[0]) == []
 
 
 def test_no_namespace_is_left_after_sigint() -> None:
@@ -46,12 +78,17 @@ def test_no_namespace_is_left_after_sigint() -> None:
     code = f"import json, sys; from cclab.engines.kernel import run; run(json.loads({json.dumps(json.dumps(config))}))"
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'python'}:{REPO}"}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE)
+    run_id = None
     try:
         deadline = time.monotonic() + 20
-        while len(kernel_netns.list_cclab_namespaces()) < 3 and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            run_id = run_id or run_id_of_pid(proc.pid)
+            if run_id and len(namespaces_of(run_id)) == 3:
+                break
             time.sleep(0.05)
         time.sleep(1.0)  # let traffic start
-        assert len(kernel_netns.list_cclab_namespaces()) == 3
+        assert run_id is not None
+        assert len(namespaces_of(run_id)) == 3
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     finally:
@@ -60,8 +97,8 @@ def test_no_namespace_is_left_after_sigint() -> None:
             proc.communicate()
     assert proc.returncode != 0
     assert b"KeyboardInterrupt" in stderr or b"Interrupted" in stderr
-    assert kernel_netns.list_cclab_namespaces() == []
-    assert not list(kernel_netns.RUN_DIR.glob("*.json"))
+    assert namespaces_of(run_id) == []
+    assert not (kernel_netns.RUN_DIR / f"{run_id}.json").exists()
 
 
 def test_stale_namespaces_of_a_dead_owner_are_removed_and_live_ones_kept() -> None:
@@ -74,8 +111,10 @@ def test_stale_namespaces_of_a_dead_owner_are_removed_and_live_ones_kept() -> No
     live.create("r")
     try:
         removed = kernel_netns.cleanup_stale()
-        assert removed == ["cclab-deadbeef-r"]
-        assert kernel_netns.list_cclab_namespaces() == ["cclab-0badf00d-r"]
+        assert "cclab-deadbeef-r" in removed
+        assert not any(name.startswith("cclab-0badf00d-") for name in removed)
+        assert namespaces_of("deadbeef") == []
+        assert namespaces_of("0badf00d") == ["cclab-0badf00d-r"]
     finally:
         live.destroy()
         dead.destroy()

@@ -15,6 +15,7 @@ HOST_SYSCTLS_REPORTED = [
     "net.ipv4.tcp_wmem",
     "net.ipv4.tcp_no_metrics_save",
     "net.ipv4.tcp_recovery",
+    "net.ipv4.tcp_congestion_control",
     "net.ipv4.tcp_sack",
     "net.ipv4.tcp_timestamps",
     "net.ipv4.tcp_ecn",

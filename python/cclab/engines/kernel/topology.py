@@ -33,6 +33,12 @@ HOST_SYSCTLS = {
     "net.ipv4.tcp_no_metrics_save": "1",
     # RACK loss detection, the Linux default since 4.18.
     "net.ipv4.tcp_recovery": "1",
+    # iperf3 sets -C only after connect(), so a socket first runs the namespace's
+    # default CC. A child namespace inherits root's default; if that is BBR, bbr_init
+    # sets sk_pacing_status = SK_PACING_NEEDED, which survives the switch, and "CUBIC"
+    # then runs internally paced (measured: 272 vs 40 Mbit/s at 500M/200ms/100KB).
+    # Reno is always allowed as a default and never asks for pacing.
+    "net.ipv4.tcp_congestion_control": "reno",
 }
 
 
@@ -96,7 +102,8 @@ def configure_hosts(topo: Topology) -> None:
     """Per-namespace sysctls, offloads off where packets must be MTU-sized, RPS steering."""
     ns_run(topo.router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
     # The CC is chosen per socket (iperf3 -C): a child namespace may not set a default CC
-    # outside tcp_allowed_congestion_control (EPERM), but root may pick any per socket.
+    # outside tcp_allowed_congestion_control (EPERM), but root may pick any per socket;
+    # the default is pinned to reno (see HOST_SYSCTLS).
     for ns in [topo.receiver, *topo.senders]:
         ns_run(ns, "sysctl", "-q", "-w", *[f"{k}={v}" for k, v in HOST_SYSCTLS.items()])
     # TSO/GSO off on the senders so tbf and the loss rule act on MTU-sized packets
