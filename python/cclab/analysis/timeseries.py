@@ -37,7 +37,8 @@ def save(fig: plt.Figure, stem: Path) -> list[Path]:
     """Write `stem`.png and `stem`.svg and close the figure."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    # Not with_suffix: a stem like "duel_0.5bdp" has a dot that is not a suffix.
+    paths = [stem.parent / f"{stem.name}.png", stem.parent / f"{stem.name}.svg"]
     fig.savefig(paths[0], dpi=130, bbox_inches="tight")
     fig.savefig(paths[1], bbox_inches="tight")
     plt.close(fig)
@@ -149,6 +150,7 @@ def xy_figure(
     logx: bool = False,
     colors: Mapping[str, str] | None = None,
     hlines: Mapping[str, float] | None = None,
+    vlines: Mapping[str, float] | None = None,
 ) -> list[Path]:
     """Lines of `y` against `x`, one per entry of `lines`; `band` names low/high columns to shade."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -160,6 +162,8 @@ def xy_figure(
             ax.fill_between(frame[x], frame[band[0]], frame[band[1]], color=line.get_color(), alpha=0.2, lw=0)
     for label, value in (hlines or {}).items():
         ax.axhline(value, color="#444444", ls="--", lw=0.8, label=label)
+    for label, value in (vlines or {}).items():
+        ax.axvline(value, color="#444444", ls=":", lw=0.8, label=label)
     if logx:
         ax.set_xscale("log")
     ax.set_xlabel(xlabel)

@@ -1,0 +1,122 @@
+"""1 BBR vs 1 CUBIC across buffer sizes: each CC's share (Cao et al., IMC 2019, §4.3, Figure 8).
+
+1 Gbit/s, 20 ms, buffers 0.1 to 100 BDP. The seed's text of §4.3 is cut off after its
+first sentence; what it keeps is the figure ("BBR and Cubic's bandwidth share under
+1Gbps BW, 20ms RTT, and different buffer sizes") and, from §4.1, the mechanism: BBR
+wins where the buffer is shallow (it ignores the losses that make CUBIC back off) and
+CUBIC where it is deep (BBR caps its inflight at 2 BDP while CUBIC fills the buffer).
+We test that trend and report where the shares cross.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cclab.analysis import fairness, queue, timeseries
+from cclab.studies._manyflows import bdp_label, invalid_note, md_table, run_grid, verdict
+
+NAME = "fairness-share"
+DESCRIPTION = "1 BBR vs 1 CUBIC at 1 Gbit/s, 20 ms: each CC's share across buffers of 0.1-100 BDP (Cao et al. §4.3)"
+
+RATE_MBPS = 1000
+RTT_MS = 20
+WARMUP_S = 5.0
+SHARE_WINDOW_S = 1.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    duration_s: float
+    buffers_bdp: tuple[float, ...]
+
+
+FULL = Plan(60, (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100))
+QUICK = Plan(20, (0.1, 1, 10, 100))
+
+
+def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | None = None, include_invalid: bool = False) -> Path:
+    out_dir = Path(out_dir)
+    plan = QUICK if quick else FULL
+    base = {
+        "duration_s": plan.duration_s,
+        "bottleneck": {"rate_mbps": RATE_MBPS, "rtt_ms": RTT_MS},
+        "flows": [{"cc": "bbr"}, {"cc": "cubic"}],
+    }
+    grid = run_grid(
+        out_dir, "bbr-vs-cubic", base, {"bottleneck.buffer": [bdp_label(b) for b in plan.buffers_bdp]},
+        columns={"bottleneck.buffer": "x_buffer"}, engine=engine, jobs=jobs, include_invalid=include_invalid,
+    )  # fmt: skip
+    rows = []
+    for _, run_row in grid.runs().iterrows():
+        result = grid.run(run_row["run_key"])
+        shares = fairness.cc_shares(result.flows, rate_mbps=RATE_MBPS).set_index("cc")
+        series = result.flow_series[result.flow_series["time_s"] > WARMUP_S]
+        over_time = fairness.cc_shares_over_time(series, result.flows.set_index("flow_id")["cc"].astype(str), SHARE_WINDOW_S)
+        q = fairness.share_quartiles(over_time).set_index("cc")
+        rows.append(
+            {
+                "buffer_bdp": float(str(run_row["x_buffer"]).removesuffix("bdp")),
+                "BBR share": float(shares.loc["bbr", "share"]),
+                "CUBIC share": float(shares.loc["cubic", "share"]),
+                "BBR p25": float(q.loc["bbr", "p25"]),
+                "BBR p75": float(q.loc["bbr", "p75"]),
+                "BBR Mbit/s": float(shares.loc["bbr", "goodput_mbps"]),
+                "CUBIC Mbit/s": float(shares.loc["cubic", "goodput_mbps"]),
+                "utilization": result.bottleneck["utilization"],
+                "queue p50 BDP": result.bottleneck["queue_p50_bytes"] / queue.bdp_bytes(RATE_MBPS * 1e6, RTT_MS / 1e3),
+            }
+        )
+    frame = pd.DataFrame(rows).sort_values("buffer_bdp").reset_index(drop=True)
+    frame["CUBIC p25"] = 1 - frame["BBR p75"]
+    frame["CUBIC p75"] = 1 - frame["BBR p25"]
+    timeseries.xy_figure(
+        {"BBR": frame.rename(columns={"BBR share": "y", "BBR p25": "lo", "BBR p75": "hi"}),
+         "CUBIC": frame.rename(columns={"CUBIC share": "y", "CUBIC p25": "lo", "CUBIC p75": "hi"})},
+        x="buffer_bdp", y="y", band=("lo", "hi"), logx=True, xlabel="buffer (BDP, log scale)",
+        ylabel="share of goodput (whole run; band: quartiles of 1 s shares)",
+        title=f"1 BBR vs 1 CUBIC, {RATE_MBPS / 1000:g} Gbit/s, {RTT_MS} ms", stem=out_dir / "share_vs_buffer",
+        colors={"BBR": timeseries.cc_color("bbr"), "CUBIC": timeseries.cc_color("cubic")}, hlines={"equal share": 0.5},
+    )  # fmt: skip
+    summary = out_dir / "summary.md"
+    summary.write_text(_summary(frame, plan, quick, engine) + invalid_note(grid, include_invalid), encoding="utf-8")
+    return summary
+
+
+def _crossing_bdp(frame: pd.DataFrame) -> float | None:
+    """Where BBR's share first falls below one half, interpolated on a log buffer axis."""
+    x, y = np.log10(frame["buffer_bdp"].to_numpy()), frame["BBR share"].to_numpy()
+    for i in range(1, len(x)):
+        if y[i - 1] >= 0.5 > y[i]:
+            return float(10 ** (x[i - 1] + (y[i - 1] - 0.5) * (x[i] - x[i - 1]) / (y[i - 1] - y[i])))
+    return None
+
+
+def _summary(frame: pd.DataFrame, plan: Plan, quick: bool, engine: str) -> str:
+    fmt = {c: ".2f" for c in frame.columns}
+    fmt.update({"buffer_bdp": "g", "BBR Mbit/s": ".1f", "CUBIC Mbit/s": ".1f", "utilization": ".3f"})
+    columns = ["buffer_bdp", "BBR share", "CUBIC share", "BBR p25", "BBR p75", "BBR Mbit/s", "CUBIC Mbit/s", "utilization", "queue p50 BDP"]
+    shallow, deep = frame.iloc[0], frame.iloc[-1]
+    bbr_shallow = bool(shallow["BBR share"] > 0.5)
+    cubic_deep = bool(deep["CUBIC share"] > 0.5)
+    crossing = _crossing_bdp(frame)
+    mode = "quick (a demo, not a measurement)" if quick else "full"
+    return (
+        f"# {NAME}: {DESCRIPTION}\n\n"
+        f"Mode: {mode}; engine {engine}; {plan.duration_s:g} s per run. Shares are of the whole run's goodput; "
+        f"p25/p75 are quartiles of BBR's share over {SHARE_WINDOW_S:g} s windows after a {WARMUP_S:g} s warm-up.\n\n"
+        f"{md_table(frame.to_dict('records'), columns, fmt)}\n\n"
+        "## Findings\n\n"
+        f"- Seed (Figure 8, and §4.1's mechanism): BBR takes most of the link in shallow buffers. Ours at "
+        f"{shallow['buffer_bdp']:g} BDP: BBR {shallow['BBR share']:.0%}, CUBIC {shallow['CUBIC share']:.0%}. "
+        f"Verdict: {verdict(bbr_shallow)}.\n"
+        f"- Seed: CUBIC takes most of the link in deep buffers. Ours at {deep['buffer_bdp']:g} BDP: CUBIC "
+        f"{deep['CUBIC share']:.0%}, BBR {deep['BBR share']:.0%}. Verdict: {verdict(cubic_deep)}.\n"
+        f"- The shares cross (BBR below one half) at about "
+        f"{f'{crossing:.2g} BDP' if crossing is not None else 'no buffer tried'}. The seed's text that would "
+        "give the paper's crossing point is cut off, so this number has nothing to be compared with.\n"
+        "- Figure: `share_vs_buffer.png|svg`.\n"
+    )
