@@ -70,3 +70,49 @@ def validate(spec: SpecArgument) -> None:
     except CclabError as error:
         _fail(error)
     sys.stdout.write(json.dumps(config, indent=2) + "\n")
+
+
+@app.command()
+def sweep(
+    sweep_file: Annotated[Path, typer.Argument(metavar="SWEEP.toml", help="sweep file (see README)", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", help="output folder (resumes what is already there)")],
+    engine: Annotated[str | None, typer.Option(help=f"{' | '.join(ENGINE_NAMES)} [default: the base scenario's engine]")] = None,
+    jobs: Annotated[int | None, typer.Option(help="parallel runs [default: CPU count for sim, 1 for kernel]")] = None,
+) -> None:
+    """Run every combination of a sweep's axes in parallel; rerun to resume."""
+    from cclab.sweep import SweepInterrupted, run_sweep
+
+    try:
+        report = run_sweep(sweep_file, out, engine=engine, jobs=jobs, progress=True)
+    except CclabError as error:
+        _fail(error)
+    except SweepInterrupted as interrupt:
+        sys.stdout.write("\n".join(interrupt.report.summary_lines()) + "\n")
+        _progress("interrupted: finished runs are kept; run the same command again to resume")
+        raise typer.Exit(130) from None
+    sys.stdout.write("\n".join(report.summary_lines()) + "\n")
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def query(
+    out_dir: Annotated[Path, typer.Argument(metavar="DIR", help="a sweep's output folder", show_default=False)],
+    sql: Annotated[str, typer.Argument(metavar="SQL", help="DuckDB SQL over flows, flow_series, queue_series, events", show_default=False)],
+    csv: Annotated[bool, typer.Option("--csv", help="print CSV")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="print a JSON array of row objects")] = False,
+) -> None:
+    """Query a sweep's results with SQL (DuckDB) and print a table."""
+    from cclab.store import query as run_query
+    from cclab.store import render_table
+
+    try:
+        frame = run_query(out_dir, sql)
+    except CclabError as error:
+        _fail(error)
+    if csv:
+        sys.stdout.write(frame.to_csv(index=False))
+    elif json_output:
+        sys.stdout.write(frame.to_json(orient="records") + "\n")
+    else:
+        Console().print(render_table(frame))

@@ -1,0 +1,206 @@
+"""Running a batch of runs: the `Executor` interface and the local process-pool executor.
+
+A sweep hands an executor `RunTask`s (small, picklable: the scenario in spec form, the
+engine, where to write) and receives `RunOutcome`s as runs finish, in any order. The
+work of one run is `execute(task)`: run the engine, then store the result under
+`runs/<run_key>/`. A cluster executor only has to call `execute` on another machine
+with the same `runs` folder.
+
+Atomicity: a run is written (RunResult.write, itself atomic) into a hidden staging
+folder `runs/.staging-<pid>/<run_key>`, completed with `run.json`, and renamed to
+`runs/<run_key>` in one step. `runs/<run_key>` therefore exists only when complete, and
+whatever an interruption leaves behind is hidden and removed by `clean_staging`.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from cclab.errors import CclabError
+
+RUN_META = "run.json"
+STAGING_PREFIX = ".staging-"
+
+
+@dataclass(frozen=True)
+class RunTask:
+    run_key: str
+    engine: str
+    scenario: dict[str, Any]  # spec form (Scenario.model_dump())
+    axis_values: dict[str, Any]
+    repetition: int
+    sweep: str
+    runs_dir: str
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_key: str
+    ok: bool
+    error: str | None = None  # one line when not ok
+    wall_s: float = 0.0
+    # Another process (an orphaned worker of a killed sweep) stored the same run first.
+    raced: bool = False
+
+
+def execute(task: RunTask) -> RunOutcome:
+    """Run one task and store it; any error becomes a failed outcome with one line."""
+    started = time.perf_counter()
+    try:
+        raced = _run_and_store(task)
+    except CclabError as error:
+        return RunOutcome(task.run_key, False, error.line, time.perf_counter() - started)
+    except Exception as error:  # a bug or a crash in an engine must not stop the sweep
+        line = " ".join(f"{type(error).__name__}: {error}".split())
+        return RunOutcome(task.run_key, False, line, time.perf_counter() - started)
+    return RunOutcome(task.run_key, True, None, time.perf_counter() - started, raced)
+
+
+def _run_and_store(task: RunTask) -> bool:
+    from cclab.engines import get_engine
+    from cclab.spec import Scenario
+
+    scenario = Scenario.from_dict(task.scenario)
+    result = get_engine(task.engine).run(scenario)
+    runs_dir = Path(task.runs_dir)
+    staging = result.write(runs_dir / f"{STAGING_PREFIX}{os.getpid()}" / task.run_key)
+    try:
+        meta = {
+            "run_key": task.run_key,
+            "engine": task.engine,
+            "sweep": task.sweep,
+            "repetition": task.repetition,
+            "axis_values": task.axis_values,
+            "scenario": task.scenario,
+        }
+        (staging / RUN_META).write_text(json.dumps(meta, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        try:
+            staging.rename(runs_dir / task.run_key)
+        except OSError as error:
+            if error.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                return True  # already stored, by an earlier sweep's orphaned worker
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            staging.parent.rmdir()  # this process's staging folder, if now empty
+        except OSError:
+            pass
+    return False
+
+
+def clean_staging(runs_dir: Path, *, stopped: int | None = None) -> None:
+    """Remove the staging folders of processes that are gone (killed sweeps), and that of
+    the process `stopped`, which is alive but has stopped running (an interrupted sweep)."""
+    if not runs_dir.is_dir():
+        return
+    for entry in runs_dir.iterdir():
+        if entry.name.startswith(STAGING_PREFIX):
+            pid = entry.name[len(STAGING_PREFIX):]
+            if not pid.isdigit() or int(pid) == stopped or not _alive(int(pid)):
+                shutil.rmtree(entry, ignore_errors=True)
+        elif entry.name.startswith(".") and entry.name.endswith((".partial", ".old")):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Executor(ABC):
+    """Runs tasks and yields their outcomes as they finish."""
+
+    jobs: int = 1
+
+    @abstractmethod
+    def submit(self, tasks: Sequence[RunTask]) -> Iterator[RunOutcome]:
+        """Start the tasks (at once, before returning) and iterate their outcomes as they finish."""
+
+    def shutdown(self, *, kill: bool = False) -> None:
+        """Release workers; with kill, stop runs in progress (their results are dropped)."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self.shutdown(kill=error is not None)
+
+
+class LocalProcessExecutor(Executor):
+    """`jobs` worker processes on this machine; with jobs = 1, runs in this process.
+
+    One job runs in-process so that the kernel engine keeps its own signal handling
+    (namespace teardown on Ctrl-C) and nothing is paid for starting workers.
+    Workers ignore SIGINT: Ctrl-C reaches the sweep, which stops them itself.
+    """
+
+    def __init__(self, jobs: int = 1) -> None:
+        if jobs < 1:
+            raise CclabError(f"--jobs: must be >= 1 (got {jobs})")
+        self.jobs = jobs
+        self._pool: ProcessPoolExecutor | None = None
+
+    def submit(self, tasks: Sequence[RunTask]) -> Iterator[RunOutcome]:
+        if self.jobs == 1:
+            return (execute(task) for task in tasks)
+        self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=_context(), initializer=_ignore_sigint)
+        # Submitting forks the workers now, before the caller starts any thread (progress bar).
+        return _as_finished({self._pool.submit(execute, task) for task in tasks})
+
+    def shutdown(self, *, kill: bool = False) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if kill:
+            # ProcessPoolExecutor cannot stop a running task; its workers must be killed.
+            processes = list((getattr(pool, "_processes", None) or {}).values())
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                if process.is_alive():
+                    process.kill()
+            for process in processes:
+                process.join(timeout=5)
+        else:
+            pool.shutdown(wait=True)
+
+
+def _as_finished(pending: set[Future[RunOutcome]]) -> Iterator[RunOutcome]:
+    while pending:
+        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+        for future in finished:
+            yield future.result()
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """fork: workers start at once with cclab already imported, and no script needs an
+    `if __name__ == "__main__"` guard (spawn and forkserver import the main module again).
+    A process with other threads is not forked safely: then forkserver."""
+    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["cclab.executor", "cclab.engines.sim", "cclab.results"])
+    return context
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

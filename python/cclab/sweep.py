@@ -1,0 +1,580 @@
+"""Sweeps: a base scenario, axes over its fields, repetitions and skip rules, expanded into runs.
+
+A sweep file (TOML):
+
+    name = "demo"                      # optional; default: the file's stem
+    base = "../cubic.toml"             # or an inline [base] table in scenario-spec form
+    repetitions = 2                    # seeds base.seed, base.seed + 1, ...
+    queue_sample_interval_ms = 10      # default 10 for sweeps (a scenario's default is 1)
+
+    [axes]                             # dotted spec field -> list of values
+    "bottleneck.rate_mbps" = [10, 100]
+    "bottleneck.buffer" = ["100KB", "1bdp"]
+    "flows.0.cc" = ["cubic", "bbr"]
+    "flows.0.probe_bw_gain" = [1.1, 1.25, 1.5]
+
+    [[skip]]                           # combinations not to run, listed with the reason
+    reason = "probe_bw_gain only applies to bbr"
+    when = { "flows.0.cc" = "cubic", "flows.0.probe_bw_gain" = [1.1, 1.5] }
+
+`expand(sweep)` validates every combination before anything runs: a combination that
+makes an invalid scenario is one `SpecError` line naming the axis and value.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import itertools
+import json
+import os
+import time
+import tomllib
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from cclab.errors import SpecError
+from cclab.spec import EngineName, Scenario, _one_line, _show
+
+if TYPE_CHECKING:
+    from cclab.executor import Executor
+
+# A sweep keeps the queue backlog every 10 ms, not every 1 ms as a single run does: a
+# 60 s run then stores 6,000 queue samples instead of 60,000, which keeps the writing of
+# a grid run at about 20 ms (measured; 1 ms samples cost 40-100 ms more per run).
+SWEEP_QUEUE_SAMPLE_INTERVAL_MS = 10.0
+# A guard against an axis typo that would plan millions of runs, not a limit of the runner.
+MAX_RUNS = 1_000_000
+
+AxisValue = str | int | float | bool | dict[str, Any]
+
+
+class SkipRule(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    reason: str = Field(min_length=1)
+    when: dict[str, AxisValue | list[AxisValue]] = Field(min_length=1)
+
+    def matches(self, axis_values: dict[str, Any]) -> bool:
+        for path, wanted in self.when.items():
+            options = wanted if isinstance(wanted, list) else [wanted]
+            if not any(_same(axis_values[path], option) for option in options):
+                return False
+        return True
+
+
+class Sweep(BaseModel):
+    """A base scenario and the axes that vary it. Build with `Sweep.from_toml` or directly."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str = Field(default="sweep", pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    # The base in scenario-spec form (a dict shaped like the TOML); `from_toml` and the
+    # validator below turn a path or a Scenario into it.
+    base: dict[str, Any]
+    axes: dict[str, list[AxisValue]] = Field(default_factory=dict)
+    repetitions: int = Field(default=1, ge=1)
+    skip: list[SkipRule] = Field(default_factory=list)
+    queue_sample_interval_ms: float | None = Field(default=SWEEP_QUEUE_SAMPLE_INTERVAL_MS, gt=0)
+    flow_sample_interval_ms: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _base_from_scenario_or_path(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "base" in data:
+            base = data["base"]
+            if isinstance(base, Scenario):
+                data = {**data, "base": base.model_dump(exclude_unset=True)}
+            elif isinstance(base, (str, PathLike)):
+                data = {**data, "base": _read_toml(Path(base), what="base")}
+        return data
+
+    @field_validator("axes")
+    @classmethod
+    def _axes_are_lists_of_distinct_values(cls, axes: dict[str, list[AxisValue]]) -> dict[str, list[AxisValue]]:
+        for path, values in axes.items():
+            if not values:
+                raise SpecError(f'axes."{path}": needs at least one value')
+            for i, value in enumerate(values):
+                if any(_same(value, earlier) for earlier in values[:i]):
+                    raise SpecError(f'axes."{path}": value {_show(value)} appears twice')
+        return axes
+
+    @model_validator(mode="after")
+    def _skip_rules_name_axes_and_their_values(self) -> Self:
+        for index, rule in enumerate(self.skip):
+            for path, wanted in rule.when.items():
+                where = f'skip[{index}].when."{path}"'
+                if path not in self.axes:
+                    guess = difflib.get_close_matches(path, list(self.axes), n=1)
+                    hint = f" (did you mean {guess[0]!r}?)" if guess else ""
+                    raise SpecError(f"{where}: not an axis of this sweep{hint}")
+                for option in wanted if isinstance(wanted, list) else [wanted]:
+                    if not any(_same(option, value) for value in self.axes[path]):
+                        raise SpecError(f"{where}: {_show(option)} is not a value of that axis")
+        return self
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, name: str | None = None) -> Sweep:
+        if name is not None and "name" not in data:
+            data = {**data, "name": name}
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            raise SpecError(_sweep_one_line(error)) from None
+
+    @classmethod
+    def from_toml(cls, path: str | PathLike[str]) -> Sweep:
+        path = Path(path)
+        data = _read_toml(path, what="sweep")
+        base = data.get("base")
+        if isinstance(base, str):
+            # A base path is relative to the sweep file, not to the working directory.
+            data = {**data, "base": _read_toml(path.parent / base, what="base")}
+        return cls.from_dict(data, name=path.stem)
+
+    @property
+    def base_scenario(self) -> Scenario:
+        try:
+            return Scenario.from_dict(self.base)
+        except SpecError as error:
+            raise SpecError(f"base.{error.line}") from None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: its scenario, the axis values that made it and its repetition."""
+
+    run_key: str
+    scenario: Scenario
+    axis_values: dict[str, Any]
+    repetition: int
+    engine: str
+
+    @property
+    def seed(self) -> int:
+        return self.scenario.seed
+
+
+@dataclass(frozen=True)
+class Skipped:
+    axis_values: dict[str, Any]
+    reason: str
+
+
+@dataclass
+class Expansion:
+    runs: list[RunSpec] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    # Combinations whose resolved config equals an earlier one's (e.g. "1bdp" and the same
+    # size in bytes): run once, listed here.
+    duplicates: list[RunSpec] = field(default_factory=list)
+
+
+def run_key(config: dict[str, Any], engine: str) -> str:
+    """A stable name for a run: hash of its resolved engine config and the engine."""
+    text = json.dumps({"engine": engine, "config": config}, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def expand(sweep: Sweep, engine: str | None = None) -> list[RunSpec]:
+    """Every run of the sweep, in axis order then repetition (skipped ones left out)."""
+    return expand_all(sweep, engine).runs
+
+
+def expand_all(sweep: Sweep, engine: str | None = None) -> Expansion:
+    """The runs, the skipped combinations with their reasons, and duplicate configs."""
+    base = sweep.base_scenario  # a bad base is reported as such, before any axis
+    engine = engine or base.engine
+    paths = list(sweep.axes)
+    combos = list(itertools.product(*(sweep.axes[path] for path in paths)))
+    if len(combos) * sweep.repetitions > MAX_RUNS:
+        raise SpecError(f"axes: {len(combos) * sweep.repetitions} runs exceed the limit of {MAX_RUNS}")
+    expansion = Expansion()
+    seen: set[str] = set()
+    for combo in combos:
+        axis_values = dict(zip(paths, combo, strict=True))
+        rule = next((rule for rule in sweep.skip if rule.matches(axis_values)), None)
+        if rule is not None:
+            expansion.skipped.append(Skipped(axis_values, rule.reason))
+            continue
+        data = _with_sweep_output(sweep, copy.deepcopy(sweep.base))
+        for path, value in axis_values.items():
+            _set_path(data, path, value)
+        scenario = _validated(data, axis_values)
+        for repetition in range(sweep.repetitions):
+            seeded = scenario.model_copy(update={"seed": scenario.seed + repetition})
+            spec = RunSpec(run_key(seeded.resolve(), engine), seeded, axis_values, repetition, engine)
+            if spec.run_key in seen:
+                expansion.duplicates.append(spec)
+                continue
+            seen.add(spec.run_key)
+            expansion.runs.append(spec)
+    return expansion
+
+
+def value_at(data: Any, path: str) -> Any:
+    """The value at a dotted path of a spec-form dict (list indices as numbers); None if absent."""
+    for part in path.split("."):
+        if isinstance(data, list):
+            if not part.isdigit() or int(part) >= len(data):
+                return None
+            data = data[int(part)]
+        elif isinstance(data, dict):
+            if part not in data:
+                return None
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+# ---- running --------------------------------------------------------------------------------
+
+
+@dataclass
+class SweepReport:
+    out_dir: Path
+    engine: str
+    jobs: int
+    planned: int  # distinct runs after skips
+    done: int = 0  # run by this call
+    resumed: int = 0  # found finished on disk, not run again
+    failed: list[dict[str, Any]] = field(default_factory=list)  # run_key, axis_values, repetition, error
+    skipped: list[Skipped] = field(default_factory=list)
+    duplicates: int = 0
+    interrupted: bool = False
+    wall_s: float = 0.0
+    run_wall_s: float = 0.0  # summed wall time of the runs done, as measured in the workers
+
+    @property
+    def remaining(self) -> int:
+        return self.planned - self.done - self.resumed - len(self.failed)
+
+    def summary_lines(self) -> list[str]:
+        lines = [
+            f"{self.out_dir}: {self.done} done, {self.resumed} resumed, {len(self.skipped)} skipped, "
+            f"{len(self.failed)} failed"
+            + (f", {self.remaining} not run (interrupted)" if self.interrupted else "")
+            + f" of {self.planned} runs; {self.wall_s:.1f} s wall with {self.jobs} job{'s' if self.jobs != 1 else ''}"
+        ]
+        reasons: dict[str, int] = {}
+        for skipped in self.skipped:
+            reasons[skipped.reason] = reasons.get(skipped.reason, 0) + 1
+        lines += [f"  skipped {count}: {reason}" for reason, count in reasons.items()]
+        if self.duplicates:
+            lines.append(f"  {self.duplicates} combinations repeat an earlier run's config and share its result")
+        for failure in self.failed[:5]:
+            values = ", ".join(f"{p} = {_show(v)}" for p, v in failure["axis_values"].items())
+            lines.append(f"  failed {failure['run_key']} ({values}; repetition {failure['repetition']}): {failure['error']}")
+        if len(self.failed) > 5:
+            lines.append(f"  ... {len(self.failed) - 5} more failures in {self.out_dir / 'failures.jsonl'}")
+        return lines
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a sweep: finished runs are stored; `report` says how far it got."""
+
+    def __init__(self, report: SweepReport) -> None:
+        super().__init__("sweep interrupted")
+        self.report = report
+
+
+def default_jobs(engine: str) -> int:
+    """All CPUs for the simulator; one run at a time on the kernel (runs share the machine)."""
+    if engine == "kernel":
+        return 1
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def run_sweep(
+    sweep: Sweep | str | PathLike[str],
+    out_dir: str | PathLike[str],
+    engine: str | None = None,
+    jobs: int | None = None,
+    progress: bool = True,
+    executor: Executor | None = None,
+) -> SweepReport:
+    """Run every run of the sweep not yet in `out_dir/runs/`, in parallel; see module doc.
+
+    Raises SpecError (nothing written) for an invalid sweep and SweepInterrupted on Ctrl-C.
+    """
+    from cclab.executor import LocalProcessExecutor, RunTask, clean_staging
+    from cclab.store import finished_runs, runs_dir, write_flows_table
+
+    started = time.perf_counter()
+    if not isinstance(sweep, Sweep):
+        sweep = Sweep.from_toml(sweep)
+    expansion = expand_all(sweep, engine)
+    engine = engine or sweep.base_scenario.engine
+    jobs = default_jobs(engine) if jobs is None else jobs
+    if jobs < 1:
+        raise SpecError(f"jobs: must be >= 1 (got {jobs})")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SpecError(f"--out {out_dir}: exists and is not a directory")
+
+    root = runs_dir(out_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    clean_staging(root)
+    _write_manifest(out_dir, sweep, engine, expansion)
+    finished = finished_runs(out_dir)
+    todo = [spec for spec in expansion.runs if spec.run_key not in finished]
+    # Longest runs first, so that no long run is left alone on one worker at the end.
+    todo.sort(key=_cost_estimate, reverse=True)
+    report = SweepReport(
+        out_dir=out_dir,
+        engine=engine,
+        jobs=min(jobs, max(len(todo), 1)),
+        planned=len(expansion.runs),
+        resumed=len(expansion.runs) - len(todo),
+        skipped=expansion.skipped,
+        duplicates=len(expansion.duplicates),
+    )
+    by_key = {spec.run_key: spec for spec in todo}
+    tasks = [
+        RunTask(
+            run_key=spec.run_key,
+            engine=engine,
+            scenario=spec.scenario.model_dump(mode="json"),
+            axis_values=spec.axis_values,
+            repetition=spec.repetition,
+            sweep=sweep.name,
+            runs_dir=str(root),
+        )
+        for spec in todo
+    ]
+    executor = executor or LocalProcessExecutor(report.jobs)
+    bar = None
+    try:
+        with executor:
+            outcomes = executor.submit(tasks)
+            bar = _ProgressBar(len(tasks), sweep.name) if progress and tasks else None
+            for outcome in outcomes:
+                if outcome.ok:
+                    report.done += 1
+                    report.run_wall_s += outcome.wall_s
+                else:
+                    spec = by_key[outcome.run_key]
+                    failure = {
+                        "run_key": outcome.run_key,
+                        "axis_values": spec.axis_values,
+                        "repetition": spec.repetition,
+                        "error": outcome.error,
+                    }
+                    report.failed.append(failure)
+                    _append_failure(out_dir, {**failure, "engine": engine, "time": time.time()})
+                if bar is not None:
+                    bar.advance(len(report.failed))
+    except KeyboardInterrupt:
+        report.interrupted = True
+        clean_staging(root, stopped=os.getpid())
+        report.wall_s = time.perf_counter() - started
+        raise SweepInterrupted(report) from None
+    finally:
+        if bar is not None:
+            bar.close()
+    if report.done or not (out_dir / "flows.parquet").exists():
+        write_flows_table(out_dir)
+    report.wall_s = time.perf_counter() - started
+    return report
+
+
+def _cost_estimate(spec: RunSpec) -> float:
+    # Simulated packets grow with rate x duration (x flows, up to the link rate).
+    scenario = spec.scenario
+    return scenario.bottleneck.rate_mbps * scenario.duration_s
+
+
+def _write_manifest(out_dir: Path, sweep: Sweep, engine: str, expansion: Expansion) -> None:
+    manifest = {
+        "sweep": sweep.model_dump(mode="json"),
+        "engine": engine,
+        "runs": [
+            {"run_key": s.run_key, "axis_values": s.axis_values, "repetition": s.repetition, "seed": s.seed}
+            for s in expansion.runs
+        ],
+        "skipped": [{"axis_values": s.axis_values, "reason": s.reason} for s in expansion.skipped],
+        "duplicates": [{"run_key": s.run_key, "axis_values": s.axis_values, "repetition": s.repetition} for s in expansion.duplicates],
+    }
+    folder = out_dir / "sweeps"
+    folder.mkdir(exist_ok=True)
+    staging = folder / f".{sweep.name}.json.partial"
+    staging.write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(staging, folder / f"{sweep.name}.json")
+
+
+def _append_failure(out_dir: Path, failure: dict[str, Any]) -> None:
+    with open(out_dir / "failures.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(failure, allow_nan=False) + "\n")
+
+
+class _ProgressBar:
+    """A rich progress bar with ETA on stderr."""
+
+    def __init__(self, total: int, name: str) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[failed]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self._task = self._progress.add_task(name, total=total, failed="")
+        self._progress.start()
+
+    def advance(self, failed: int) -> None:
+        self._progress.update(self._task, advance=1, failed=f"{failed} failed" if failed else "")
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+
+def _same(a: Any, b: Any) -> bool:
+    # 1 and 1.0 are the same axis value, True and 1 are not.
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return a == b
+
+
+def _read_toml(path: Path, *, what: str) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{what}: {path}: no such file") from None
+    except IsADirectoryError:
+        raise SpecError(f"{what}: {path}: is a directory, not a TOML file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(f"{what}: {path}: cannot read: {error}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"{path}: TOML syntax error: {error}") from None
+
+
+def _with_sweep_output(sweep: Sweep, data: dict[str, Any]) -> dict[str, Any]:
+    """Apply the sweep's sample intervals, unless the base scenario sets its own."""
+    output = dict(data.get("output") or {})
+    if sweep.queue_sample_interval_ms is not None:
+        output.setdefault("queue_sample_interval_ms", sweep.queue_sample_interval_ms)
+    if sweep.flow_sample_interval_ms is not None:
+        output.setdefault("flow_sample_interval_ms", sweep.flow_sample_interval_ms)
+    if output:
+        data["output"] = output
+    return data
+
+
+def _axis_error(path: str, value: Any, message: str) -> SpecError:
+    return SpecError(f'axes."{path}" = {_show(value)}: {message}')
+
+
+def _set_path(data: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.split(".")
+    node: Any = data
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        if isinstance(node, list):
+            if not part.isdigit():
+                raise _axis_error(path, value, f"{'.'.join(parts[:depth])} is a list: {part!r} must be an index")
+            index = int(part)
+            if index >= len(node):
+                raise _axis_error(path, value, f"the base scenario has {len(node)} {'entry' if len(node) == 1 else 'entries'} in {'.'.join(parts[:depth])} (no index {index})")
+            if last:
+                node[index] = _merged(node[index], value)
+            else:
+                node = node[index]
+            continue
+        if not isinstance(node, dict):
+            raise _axis_error(path, value, f"{'.'.join(parts[:depth])} is not a table")
+        if last:
+            node[part] = _merged(node.get(part), value)
+        else:
+            if part not in node:
+                node[part] = {}
+            node = node[part]
+
+
+def _merged(old: Any, new: Any) -> Any:
+    # A table value sets several fields of the table at its path at once, e.g.
+    # "flows.0" = [{cc = "cubic"}, {cc = "bbr", probe_bw_gain = 1.5}].
+    if isinstance(new, dict) and isinstance(old, dict):
+        return {**old, **copy.deepcopy(new)}
+    return copy.deepcopy(new)
+
+
+def _validated(data: dict[str, Any], axis_values: dict[str, Any]) -> Scenario:
+    try:
+        return Scenario.from_dict(data)
+    except SpecError as error:
+        field_path = _dotted(error.line.split(":", 1)[0])
+        culprit = next((p for p in axis_values if field_path == p or field_path.startswith(p + ".")), None)
+        if culprit is None:
+            culprit = next((p for p in axis_values if p.startswith(field_path + ".") or p == field_path), None)
+        others = [f"{p} = {_show(v)}" for p, v in axis_values.items() if p != culprit]
+        context = f" (with {', '.join(others)})" if others else ""
+        if culprit is None:
+            combo = ", ".join(f"{p} = {_show(v)}" for p, v in axis_values.items())
+            raise SpecError(f"axes: the combination {combo or '(base only)'} is an invalid scenario: {error.line}") from None
+        raise SpecError(
+            f'axes."{culprit}" = {_show(axis_values[culprit])}{context} is an invalid scenario: {error.line}'
+        ) from None
+
+
+def _dotted(loc: str) -> str:
+    """`flows[0].cc` -> `flows.0.cc`, the form axes are written in."""
+    return loc.replace("[", ".").replace("]", "")
+
+
+def _sweep_one_line(error: ValidationError) -> str:
+    details = error.errors()
+    detail = next((d for d in details if d["type"] == "extra_forbidden"), details[0])
+    loc = tuple(detail["loc"])
+    kind = detail["type"]
+    if kind == "extra_forbidden" and len(loc) == 1:
+        guess = difflib.get_close_matches(str(loc[0]), list(Sweep.model_fields), n=1)
+        return f"{loc[0]}: unknown key" + (f" (did you mean {guess[0]!r}?)" if guess else "")
+    if loc == ("name",) and kind == "string_pattern_mismatch":
+        return f"name: must be letters, digits, '_', '.' or '-' (got {_show(detail['input'])})"
+    if loc and loc[0] == "axes" and len(loc) >= 2:
+        # Axis paths contain dots: quote them so the line reads like the TOML.
+        prefix = f'axes."{loc[1]}"' + "".join(f"[{p}]" for p in loc[2:])
+        if kind == "list_type":
+            return f"{prefix}: must be a list of values, e.g. [10, 100] (got {_show(detail['input'])})"
+        line = _one_line(error)
+        return f"{prefix}: {line.split(': ', 1)[1] if ': ' in line else line}"
+    return _one_line(error)
+
+
+__all__ = [
+    "EngineName",
+    "Expansion",
+    "RunSpec",
+    "SkipRule",
+    "Skipped",
+    "Sweep",
+    "expand",
+    "expand_all",
+    "run_sweep",
+    "SweepReport",
+    "SweepInterrupted",
+    "run_key",
+    "value_at",
+]
