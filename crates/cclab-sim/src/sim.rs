@@ -82,6 +82,9 @@ pub struct Simulation {
     sampled_dequeued_bytes: u64,
     last_queue_sample: SimTime,
     scratch: Vec<Transmission>,
+    /// Flows that have not yet delivered and had acknowledged all their data;
+    /// `None` when some flow is unbounded (the run then lasts its full duration).
+    unfinished_flows: Option<usize>,
     /// Check scoreboard invariants after every event (tests).
     pub check_invariants: bool,
 }
@@ -148,6 +151,7 @@ impl Simulation {
             sampled_dequeued_bytes: 0,
             last_queue_sample: SimTime::ZERO,
             scratch: Vec::new(),
+            unfinished_flows: config.flows.iter().all(|f| f.size_bytes.is_some()).then_some(config.flows.len()),
             check_invariants: false,
             config,
         })
@@ -161,10 +165,6 @@ impl Simulation {
     /// flow is finite and has completed.
     pub fn end_time(&self) -> SimTime {
         self.end_time
-    }
-
-    fn all_finite_flows_done(&self) -> bool {
-        self.flows.iter().all(|f| f.completion.is_some() && f.sender.is_finished())
     }
 
     pub fn run(&mut self) -> Result<(), String> {
@@ -187,7 +187,7 @@ impl Simulation {
                     return Err("bottleneck backlog exceeded its limit".into());
                 }
             }
-            if self.all_finite_flows_done() {
+            if self.unfinished_flows == Some(0) {
                 self.end_time = now;
                 // Close the series at the end of the run.
                 self.sample_flows();
@@ -234,7 +234,15 @@ impl Simulation {
                     self.queue.schedule(t, Event::PipeHead(PipeId::Ack(i)));
                 }
                 let mut out = std::mem::take(&mut self.scratch);
+                let was_finished = flow.sender.is_finished();
                 flow.sender.on_ack(now, &ack, &mut self.queue, &mut out);
+                // A finite flow is done once everything it sent is acknowledged,
+                // which only an ACK can bring about.
+                if !was_finished && flow.sender.is_finished() {
+                    if let Some(n) = self.unfinished_flows.as_mut() {
+                        *n -= 1;
+                    }
+                }
                 self.send_all(i, &mut out);
                 self.scratch = out;
             }
