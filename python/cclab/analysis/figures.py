@@ -54,9 +54,9 @@ def compact_number(value: float) -> str:
     return f"{value:.1f}"
 
 
-def axis_label(value: float) -> str:
-    """A tick label for an axis value: no trailing `.0`."""
-    return f"{value:g}"
+def axis_label(value: object) -> str:
+    """A tick label for an axis value: numbers without a trailing `.0`, others as text."""
+    return f"{value:g}" if isinstance(value, (int, float, np.number)) else str(value)
 
 
 def pivot(table: pd.DataFrame, *, x: str, y: str, value: str) -> pd.DataFrame:
