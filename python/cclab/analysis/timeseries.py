@@ -121,16 +121,36 @@ def run_timeseries(
     return save(fig, stem)
 
 
-def cdf_figure(groups: Mapping[str, Sequence[float]], *, xlabel: str, title: str, stem: Path, colors: Mapping[str, str] | None = None) -> list[Path]:
-    """One empirical CDF per group (e.g. per buffer size), as steps."""
+def cdf_figure(
+    groups: Mapping[str, Sequence[float]],
+    *,
+    xlabel: str,
+    title: str,
+    stem: Path,
+    colors: Mapping[str, str] | None = None,
+    vlines: Mapping[str, float] | None = None,
+) -> list[Path]:
+    """One empirical CDF per group (e.g. per buffer size), as steps.
+
+    The x axis turns logarithmic when a few flows take tens of times the median, so
+    that one outlier does not squash every other flow against the axis.
+    """
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    everything = np.concatenate([np.asarray(v, dtype=float) for v in groups.values()]) if groups else np.array([])
+    positive = everything[everything > 0]
+    logx = positive.size > 0 and positive.max() > 20 * np.median(positive)
     for label, values in groups.items():
         cdf = fairness.throughput_cdf(values)
         ax.step(cdf["value"], cdf["cdf"], where="post", label=label, color=(colors or {}).get(label))
-    ax.set_xlabel(xlabel)
+    for label, value in (vlines or {}).items():
+        ax.axvline(value, color="#444444", ls="--", lw=0.8, label=label)
+    ax.set_xlabel(xlabel + (" (log scale)" if logx else ""))
     ax.set_ylabel("fraction of flows (CDF)")
     ax.set_ylim(0, 1.02)
-    ax.set_xlim(left=0)
+    if logx:
+        ax.set_xscale("log")
+    else:
+        ax.set_xlim(left=0)
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
