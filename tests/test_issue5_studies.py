@@ -1,0 +1,57 @@
+"""The many-flow studies' --quick variants, end to end on the simulator.
+
+Each quick study runs a handful of short simulations; the assertions check that the
+summary sets our numbers beside the seed's with verdicts, that figures exist in both
+formats, and a few physical facts the quick runs are long enough to show.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cclab.studies import get_study
+
+pytestmark = pytest.mark.sim
+
+VERDICT = re.compile(r"\*\*(confirmed|contradicted|not testable here)\*\*")
+
+
+def _run_quick(name: str, out_dir: Path) -> str:
+    summary = get_study(name).run(out_dir, quick=True, jobs=1)
+    assert summary == out_dir / "summary.md"
+    text = summary.read_text(encoding="utf-8")
+    assert VERDICT.search(text), "a summary must give verdicts"
+    for png in out_dir.glob("*.png"):
+        assert png.with_name(png.stem + ".svg").is_file()
+    assert (out_dir / "runs").is_dir()
+    return text
+
+
+def test_shallow_buffers_quick_reports_standing_queue_loss_knee_and_cycle(tmp_path: Path) -> None:
+    text = _run_quick("shallow-buffers", tmp_path)
+    assert "1.12 BDP" in text and "## 2. Loss rate vs queue size" in text
+    # The 2 BBR vs 2 CUBIC cycle at 1.75 BDP is about 20 s in the write-up.
+    row = next(line for line in text.splitlines() if line.startswith("| sim | 60 |"))
+    period = float(row.split("|")[7])
+    assert 15 <= period <= 25
+    for stem in ("standing_queue_10bdp_sim", "loss_vs_queue", "duel_shares_vs_queue", "duel_1.75bdp_sim"):
+        assert (tmp_path / f"{stem}.png").is_file()
+
+
+def test_fairness_share_quick_shows_bbr_winning_shallow_and_cubic_deep_buffers(tmp_path: Path) -> None:
+    text = _run_quick("fairness-share", tmp_path)
+    rows = [line.split("|") for line in text.splitlines() if re.match(r"\| [0-9.]+ \| 0\.", line)]
+    shares = {float(r[1]): float(r[2]) for r in rows}  # buffer_bdp -> BBR share
+    assert shares[0.1] > 0.5 > shares[100]
+    assert (tmp_path / "share_vs_buffer.svg").is_file()
+
+
+def test_kfoury2021_quick_covers_all_six_experiments(tmp_path: Path) -> None:
+    text = _run_quick("kfoury2021", tmp_path)
+    for heading in ("## A.", "## B.", "## C.", "## D.", "## E.", "## F."):
+        assert heading in text
+    assert (tmp_path / "coexistence_heatmap.png").is_file()
+    assert (tmp_path / "many_cdf_bbr_loss1pct.svg").is_file()
