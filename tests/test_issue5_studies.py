@@ -55,3 +55,11 @@ def test_kfoury2021_quick_covers_all_six_experiments(tmp_path: Path) -> None:
         assert heading in text
     assert (tmp_path / "coexistence_heatmap.png").is_file()
     assert (tmp_path / "many_cdf_bbr_loss1pct.svg").is_file()
+
+
+def test_kfoury2021_refuses_the_kernel_engine_before_running_anything(tmp_path: Path) -> None:
+    from cclab.errors import CclabError
+
+    with pytest.raises(CclabError, match="use --engine sim"):
+        get_study("kfoury2021").run(tmp_path / "k", engine="kernel", quick=True)
+    assert not (tmp_path / "k").exists()

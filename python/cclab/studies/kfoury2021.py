@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from cclab.analysis import fairness, queue, timeseries
+from cclab.errors import CclabError
 from cclab.studies._manyflows import Grid, bdp_label, invalid_note, md_table, run_grid, verdict
 
 NAME = "kfoury2021"
@@ -64,6 +65,11 @@ def _link(rtt_ms: float, buffer: str, loss: float = 0.0) -> dict:
 
 
 def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | None = None, include_invalid: bool = False) -> Path:
+    if engine == "kernel":
+        raise CclabError(
+            f"{NAME}: runs 100 flows at 1 Gbit/s, beyond what the kernel engine emulates faithfully on a "
+            "2-core machine (docs/BENCHMARKS.md, \"Many flows\"); use --engine sim"
+        )
     out_dir = Path(out_dir)
     plan = QUICK if quick else FULL
     kw = {"engine": engine, "jobs": jobs, "include_invalid": include_invalid}
