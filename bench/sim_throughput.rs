@@ -2,31 +2,15 @@
 //! the scenarios the issues name. Run: `cargo bench -p cclab-sim --bench throughput`
 //! (add a scenario name to run just that one). Figures go to docs/BENCHMARKS.md.
 
-use cclab_sim::config::{BottleneckConfig, FlowConfig, SimConfig};
+use cclab_sim::config::{FlowConfig, SimConfig};
 use std::time::Instant;
 
 const MS: u64 = 1_000_000;
 const S: u64 = 1_000_000_000;
 
 fn scenario(rate_mbps: u64, rtt_ms: u64, buffer_bytes: u64, loss: f64, duration_s: u64, ccs: &[&str]) -> SimConfig {
-    SimConfig {
-        seed: 1,
-        duration_ns: duration_s * S,
-        bottleneck: BottleneckConfig {
-            rate_bps: rate_mbps * 1_000_000,
-            rtt_ns: rtt_ms * MS,
-            queue_limit_bytes: Some(buffer_bytes),
-            queue_limit_packets: None,
-            loss_probability: loss,
-        },
-        flows: ccs
-            .iter()
-            .enumerate()
-            .map(|(i, cc)| FlowConfig { flow_id: i as u32, cc: cc.to_string(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None })
-            .collect(),
-        flow_sample_interval_ns: 100 * MS,
-        queue_sample_interval_ns: MS,
-    }
+    let flows = ccs.iter().enumerate().map(|(i, cc)| FlowConfig::bulk(i as u32, cc)).collect();
+    SimConfig::dumbbell(rate_mbps * 1_000_000, rtt_ms * MS, buffer_bytes, loss, duration_s * S, flows)
 }
 
 fn peak_rss_mib() -> f64 {

@@ -56,6 +56,11 @@ pub struct FlowConfig {
 }
 
 impl FlowConfig {
+    /// A bulk flow (no size limit) of `cc` starting at time zero on the base RTT.
+    pub fn bulk(flow_id: u32, cc: &str) -> Self {
+        FlowConfig { flow_id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None }
+    }
+
     pub fn cc_config(&self) -> Result<CcConfig, String> {
         match self.cc.as_str() {
             "reno" => Ok(CcConfig::Reno),
@@ -73,6 +78,18 @@ impl FlowConfig {
 }
 
 impl SimConfig {
+    /// One byte-limited bottleneck with default sampling intervals and seed 1.
+    pub fn dumbbell(rate_bps: u64, rtt_ns: u64, queue_limit_bytes: u64, loss_probability: f64, duration_ns: u64, flows: Vec<FlowConfig>) -> Self {
+        SimConfig {
+            seed: 1,
+            duration_ns,
+            bottleneck: BottleneckConfig { rate_bps, rtt_ns, queue_limit_bytes: Some(queue_limit_bytes), queue_limit_packets: None, loss_probability },
+            flows,
+            flow_sample_interval_ns: default_flow_sample_interval_ns(),
+            queue_sample_interval_ns: default_queue_sample_interval_ns(),
+        }
+    }
+
     /// Checks what the simulator itself relies on; the Python spec layer gives
     /// users friendlier messages for the same conditions.
     pub fn validate(&self) -> Result<(), String> {

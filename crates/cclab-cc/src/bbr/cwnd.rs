@@ -144,22 +144,14 @@ impl Bbr {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ack_aggregation::AckAggregation;
     use super::super::testutil::{Ack, Harness, RTT_US};
     use super::*;
     use crate::CongestionControl;
 
-    /// A PROBE_BW flow in cruise phase 3 with an empty aggregation filter.
-    fn cruising() -> Harness {
-        let mut h = Harness::in_probe_bw(1);
-        h.set_phase(3);
-        h.bbr.ack_agg = AckAggregation::new(h.tcp.delivered_time);
-        h
-    }
 
     #[test]
     fn steady_state_cwnd_is_two_bdp_plus_aggregation_and_tso_allowances() {
-        let mut h = cruising();
+        let mut h = Harness::cruising();
         h.tcp.snd_cwnd = 300;
         h.ack(Ack::one_packet(200));
         h.ack(Ack::one_packet(200));
@@ -176,7 +168,7 @@ mod tests {
 
     #[test]
     fn the_probing_phase_gets_two_more_packets_of_cwnd() {
-        let mut h = cruising();
+        let mut h = Harness::cruising();
         h.tcp.snd_cwnd = 300;
         h.set_phase(0);
         h.ack(Ack::one_packet(200));
@@ -187,7 +179,7 @@ mod tests {
 
     #[test]
     fn aggregated_acks_raise_the_cwnd_target() {
-        let mut h = cruising();
+        let mut h = Harness::cruising();
         h.tcp.snd_cwnd = 300;
         h.ack(Ack::one_packet(200));
         // 20 ms of silence then a 40-packet stretch ACK: extra_acked = 40.
@@ -198,7 +190,7 @@ mod tests {
 
     #[test]
     fn the_first_round_of_recovery_conserves_packets_then_cwnd_is_restored() {
-        let mut h = cruising();
+        let mut h = Harness::cruising();
         h.ack(Ack::one_packet(200));
         h.ack(Ack::one_packet(200));
         assert_eq!(h.tcp.snd_cwnd, 208);
@@ -227,7 +219,7 @@ mod tests {
 
     #[test]
     fn probe_rtt_saves_the_larger_of_the_recovery_and_current_cwnd() {
-        let mut h = cruising();
+        let mut h = Harness::cruising();
         h.bbr.prior_cwnd = 500;
         h.bbr.mode = Mode::ProbeRtt;
         h.bbr.save_cwnd(&h.tcp);

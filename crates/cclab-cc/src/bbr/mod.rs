@@ -406,18 +406,10 @@ impl CongestionControl for Bbr {
 
 #[cfg(test)]
 mod tests {
-    use super::ack_aggregation::AckAggregation;
     use super::testutil::{Ack, Harness, MSS, RTT_US};
     use super::*;
     use crate::INITIAL_CWND_PKTS;
 
-    /// A PROBE_BW flow in cruise phase 3 with an empty aggregation filter.
-    fn cruising() -> Harness {
-        let mut h = Harness::in_probe_bw(1);
-        h.set_phase(3);
-        h.bbr.ack_agg = AckAggregation::new(h.tcp.delivered_time);
-        h
-    }
 
     #[test]
     fn init_paces_at_high_gain_times_initial_cwnd_over_srtt() {
@@ -443,7 +435,7 @@ mod tests {
 
     #[test]
     fn an_idle_restart_in_probe_bw_paces_at_the_estimate() {
-        let mut h = cruising();
+        let mut h = Harness::cruising();
         h.set_phase(0);
         h.ack(Ack::one_packet(200));
         assert_eq!(h.tcp.pacing_rate_bytes_per_sec, 1_237_484);
@@ -469,7 +461,7 @@ mod tests {
 
     #[test]
     fn telemetry_reports_mode_bw_in_bits_min_rtt_and_gain() {
-        let h = cruising();
+        let h = Harness::cruising();
         let t = h.bbr.telemetry(&h.tcp);
         assert_eq!(t.mode, "probe_bw");
         // 16777 * 1000 B * 10^6 >> 24 = 999_987 B/s.

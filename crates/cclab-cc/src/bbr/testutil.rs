@@ -76,6 +76,14 @@ impl Harness {
         Harness::with_config_in_probe_bw(BbrConfig::default(), seed)
     }
 
+    /// A PROBE_BW flow in cruise phase 3 with an empty aggregation filter.
+    pub fn cruising() -> Harness {
+        let mut h = Harness::in_probe_bw(1);
+        h.set_phase(3);
+        h.bbr.ack_agg = super::ack_aggregation::AckAggregation::new(h.tcp.delivered_time);
+        h
+    }
+
     /// Deliver `ack`, updating the TcpState as the sender would, and run BBR.
     pub fn ack(&mut self, ack: Ack) {
         let tcp = &mut self.tcp;

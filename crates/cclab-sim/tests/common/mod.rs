@@ -1,7 +1,7 @@
 //! Helpers shared by the simulator's integration tests.
 #![allow(dead_code)]
 
-use cclab_sim::config::{BottleneckConfig, FlowConfig, SimConfig};
+use cclab_sim::config::{FlowConfig, SimConfig};
 use cclab_sim::{SimResult, Simulation};
 
 pub const MS: u64 = 1_000_000;
@@ -14,24 +14,11 @@ pub fn bdp_bytes(rate_mbps: u64, rtt_ms: u64) -> u64 {
 }
 
 pub fn flow(id: u32, cc: &str) -> FlowConfig {
-    FlowConfig { flow_id: id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None }
+    FlowConfig::bulk(id, cc)
 }
 
 pub fn config(rate_mbps: u64, rtt_ms: u64, buffer_bytes: u64, loss: f64, duration_s: u64, flows: Vec<FlowConfig>) -> SimConfig {
-    SimConfig {
-        seed: 1,
-        duration_ns: duration_s * S,
-        bottleneck: BottleneckConfig {
-            rate_bps: rate_mbps * 1_000_000,
-            rtt_ns: rtt_ms * MS,
-            queue_limit_bytes: Some(buffer_bytes),
-            queue_limit_packets: None,
-            loss_probability: loss,
-        },
-        flows,
-        flow_sample_interval_ns: 100 * MS,
-        queue_sample_interval_ns: MS,
-    }
+    SimConfig::dumbbell(rate_mbps * 1_000_000, rtt_ms * MS, buffer_bytes, loss, duration_s * S, flows)
 }
 
 /// Runs with the scoreboard and queue-limit invariants checked after every event.
