@@ -5,9 +5,12 @@
     preflight(resolved_config) -> None, or KernelEngineError with one line
 
 Topology: one sender namespace per flow, a router with tbf on its egress towards one
-receiver namespace; the RTT is added to the ACK direction by the native NFQUEUE delay line
-(crates/cclab-delayline) because this kernel has no sch_netem; random loss is an iptables
-statistic rule on the data direction. See shared/kernel-testbed-notes.md for the why.
+receiver namespace; the RTT is added to the ACK direction, per flow, by sch_netem on the
+router's interface towards each sender where the kernel has netem, else by the native
+NFQUEUE delay line (crates/cclab-delayline). Choose with the resolved config's
+`delay_mechanism` or $CCLAB_DELAY = auto | netem | delayline (default auto; netem.py).
+Random loss is an iptables statistic rule on the data direction with either mechanism.
+See shared/kernel-testbed-notes.md for the why.
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from cclab.engines.kernel import netem
 from cclab.engines.kernel.sampler import Sampler
 from cclab.engines.kernel.shaping import HEADERS_BYTES
 from cclab.engines.kernel.traffic import ClientReport, FlowPlan
@@ -36,6 +37,10 @@ class Measured:
     wall_s: float
     queue_limit_bytes: int | None
     queue_limit_packets: int | None
+    #: netem.NETEM or netem.DELAY_LINE; with netem, its qdiscs and their final counters.
+    delay_mechanism: str = netem.DELAY_LINE
+    netem_qdiscs: list = field(default_factory=list)
+    netem_stats: dict = field(default_factory=dict)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -133,28 +138,37 @@ def bottleneck(m: Measured, flows: list[dict], qs: dict) -> dict:
     }
 
 
-def validity(m: Measured, flows: list[dict], bn: dict) -> dict:
+def delay_reasons(m: Measured) -> list[str]:
+    """Why the delay emulation may not have been faithful: netem drops with netem; the
+    delay line's death, drops and lateness with the delay line (netem has no lateness)."""
+    if m.delay_mechanism == netem.NETEM:
+        return netem.validity_reasons(m.netem_qdiscs, m.netem_stats)
     reasons = []
     d = m.delay_report
     if m.delay_line_died:
         reasons.append("the delay line exited during the run (ACKs were dropped)")
     if d is None:
         reasons.append("the delay line wrote no report")
-    else:
-        for q in d["queues"]:
-            if q["queue_dropped"] or q["user_dropped"]:
-                reasons.append(
-                    f"delay line queue {q['queue']} dropped packets "
-                    f"(queue_dropped {q['queue_dropped']}, user_dropped {q['user_dropped']})"
-                )
-        limit_ns = MAX_LATENESS_FRACTION_OF_RTT * m.rtt_ns
-        if d["lateness_ns"]["p99"] > limit_ns:
+        return reasons
+    for q in d["queues"]:
+        if q["queue_dropped"] or q["user_dropped"]:
             reasons.append(
-                f"delay line p99 lateness {d['lateness_ns']['p99'] / 1e3:.0f} us exceeds 1% of the RTT "
-                f"({limit_ns / 1e3:.0f} us)"
+                f"delay line queue {q['queue']} dropped packets "
+                f"(queue_dropped {q['queue_dropped']}, user_dropped {q['user_dropped']})"
             )
-        if d["no_timestamp"] > 0.001 * max(1, d["packets"]):
-            reasons.append(f"{d['no_timestamp']} delayed packets had no kernel receive timestamp")
+    limit_ns = MAX_LATENESS_FRACTION_OF_RTT * m.rtt_ns
+    if d["lateness_ns"]["p99"] > limit_ns:
+        reasons.append(
+            f"delay line p99 lateness {d['lateness_ns']['p99'] / 1e3:.0f} us exceeds 1% of the RTT "
+            f"({limit_ns / 1e3:.0f} us)"
+        )
+    if d["no_timestamp"] > 0.001 * max(1, d["packets"]):
+        reasons.append(f"{d['no_timestamp']} delayed packets had no kernel receive timestamp")
+    return reasons
+
+
+def validity(m: Measured, flows: list[dict], bn: dict) -> dict:
+    reasons = delay_reasons(m)
     if m.softnet_growth > 0:
         reasons.append(f"/proc/net/softnet_stat drops grew by {m.softnet_growth} (packets lost outside tbf)")
     oversize = sum(v[0] for k, v in m.router_counters.items() if k[0] == "oversize")

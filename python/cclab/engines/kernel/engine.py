@@ -1,9 +1,10 @@
 """`run()`: one resolved config on real Linux TCP in network namespaces.
 
-Order: preflight, stale cleanup, namespaces and veths, host settings, tbf, counters and
-loss rules, delay line, idle-RTT ping, iperf3 servers, samplers, clients at their start
-times, wait, counters, teardown. Teardown runs on success, failure, exception, SIGINT and
-SIGTERM (handlers raise into the `finally`), and from atexit as a last resort.
+Order: preflight (which picks the delay mechanism), stale cleanup, namespaces and veths,
+host settings, tbf, counters and loss rules, delay (netem on the router's interfaces towards
+the senders, or the NFQUEUE delay line), idle-RTT ping, iperf3 servers, samplers, clients at
+their start times, wait, counters, teardown. Teardown runs on success, failure, exception,
+SIGINT and SIGTERM (handlers raise into the `finally`), and from atexit as a last resort.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cclab.engines.kernel import assemble, probes, shaping, topology, traffic
+from cclab.engines.kernel import assemble, netem, probes, shaping, topology, traffic
 from cclab.engines.kernel.delayline import DelayLine, queues_for
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.netns import RunNamespaces, cleanup_stale, new_run_id, ns_run
@@ -82,6 +83,7 @@ def run(config: dict, *, progress: Callable[[dict], None] | None = None) -> dict
     """Runs `config` (docs/ARCHITECTURE.md) and returns the result dict, with `validity`
     and `provenance`. Raises KernelEngineError if it cannot run here."""
     preflight(config)
+    choice = netem.choose(config)  # the probe result is cached: no second scratch namespace
     cleanup_stale()
     namespaces = RunNamespaces(new_run_id())
     atexit.register(namespaces.destroy)
@@ -90,7 +92,7 @@ def run(config: dict, *, progress: Callable[[dict], None] | None = None) -> dict
     try:
         with _signals_raise():
             try:
-                return _run(config, namespaces, workdir, started, progress)
+                return _run(config, choice, namespaces, workdir, started, progress)
             finally:
                 started.stop_all()
                 namespaces.destroy()
@@ -100,7 +102,14 @@ def run(config: dict, *, progress: Callable[[dict], None] | None = None) -> dict
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _run(config: dict, namespaces: RunNamespaces, workdir: Path, started: _Started, progress) -> dict:  # noqa: ANN001, PLR0915
+def _run(  # noqa: PLR0915
+    config: dict,
+    choice: netem.DelayChoice,
+    namespaces: RunNamespaces,
+    workdir: Path,
+    started: _Started,
+    progress,  # noqa: ANN001
+) -> dict:
     from cclab.engines.kernel.sampler import Sampler
 
     wall0 = time.monotonic()
@@ -114,17 +123,23 @@ def _run(config: dict, namespaces: RunNamespaces, workdir: Path, started: _Start
         if progress is not None:
             progress({"phase": phase, **extra})
 
-    report("setup")
+    report("setup", delay_mechanism=choice.mechanism)
+    use_netem = choice.mechanism == netem.NETEM
     topo = topology.build(namespaces, len(flows))
-    topology.configure_hosts(topo)
+    topology.configure_hosts(topo, steer=not use_netem)
     limit_bytes = shaping.queue_limit_bytes(b)
     shaping.install_tbf(topo, rate_bps, limit_bytes)
     ports = traffic.ports_for(len(flows))
     shaping.install_counters_and_loss(topo, ports, loss_p)
     delays = [rtt_ns + int(f.get("extra_rtt_ns") or 0) for f in flows]
-    queue_of_flow, delay_of_queue = queues_for(delays)
-    started.delay_line = DelayLine(topo.router, delay_of_queue, workdir)
-    shaping.install_delay_rules(topo, queue_of_flow)
+    netem_qdiscs: list[netem.NetemQdisc] = []
+    delay_of_queue: dict[int, int] = {}
+    if use_netem:
+        netem_qdiscs = netem.install(topo.router, topo.sender_ifnames, delays, rate_bps)
+    else:
+        queue_of_flow, delay_of_queue = queues_for(delays)
+        started.delay_line = DelayLine(topo.router, delay_of_queue, workdir)
+        shaping.install_delay_rules(topo, queue_of_flow)
 
     idle_rtt = {f["flow_id"]: _idle_rtt_ms(topo.senders[i], IDLE_PINGS) for i, f in enumerate(flows)}
 
@@ -164,7 +179,7 @@ def _run(config: dict, namespaces: RunNamespaces, workdir: Path, started: _Start
             started.procs.append(clients[p.flow_id])
         if now > deadline:
             break
-        if not started.delay_line.alive():
+        if started.delay_line is not None and not started.delay_line.alive():
             break
         if now - last_report >= 1.0:
             report("running", elapsed_s=round(now, 1), total_s=duration_ns / 1e9)
@@ -178,9 +193,10 @@ def _run(config: dict, namespaces: RunNamespaces, workdir: Path, started: _Start
     started.sampler = None
     tbf_last = tbf_probe_final(topo)
     softnet_growth = probes.softnet_dropped() - softnet0
-    died = not started.delay_line.alive()
-    delay_report = started.delay_line.stop()
+    died = started.delay_line is not None and not started.delay_line.alive()
+    delay_report = started.delay_line.stop() if started.delay_line is not None else None
     started.delay_line = None
+    netem_stats = netem.read_stats(topo.router, netem_qdiscs)
     router_counters = shaping.read_counters(topo.router)
     receiver_counters = shaping.read_counters(topo.receiver)
     client_reports = {p.flow_id: traffic.read_client(workdir / f"client{p.index}.json") for p in plans}
@@ -196,6 +212,7 @@ def _run(config: dict, namespaces: RunNamespaces, workdir: Path, started: _Start
         delay_line_died=died, softnet_growth=softnet_growth, rate_bps=rate_bps, rtt_ns=rtt_ns,
         duration_s=duration_ns / 1e9, wall_s=time.monotonic() - wall0,
         queue_limit_bytes=b.get("queue_limit_bytes"), queue_limit_packets=b.get("queue_limit_packets"),
+        delay_mechanism=choice.mechanism, netem_qdiscs=netem_qdiscs, netem_stats=netem_stats,
     )  # fmt: skip
     flow_results = [assemble.flow_result(m, p) for p in plans]
     qs = assemble.queue_series(m)
@@ -216,7 +233,7 @@ def _run(config: dict, namespaces: RunNamespaces, workdir: Path, started: _Start
         "stats": {"events_processed": 0, "data_packets": m.tbf_last.packets - m.tbf_first.packets,
                   "sim_wall_s": m.wall_s},
         "validity": assemble.validity(m, flow_results, bn),
-        "provenance": provenance(config, topo, m, idle_rtt, delay_report, limit_bytes, delay_of_queue),
+        "provenance": provenance(config, topo, m, idle_rtt, delay_report, limit_bytes, delay_of_queue, choice),
     }  # fmt: skip
     report("done")
     return result

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 
+from cclab.engines.kernel import netem
 from cclab.engines.kernel.delayline import find_binary
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.topology import MAX_FLOWS
@@ -55,10 +56,6 @@ def kernel_has(option: str, module: str) -> bool | None:
     return None
 
 
-def netem_available() -> bool | None:
-    return kernel_has("CONFIG_NET_SCH_NETEM", "sch_netem")
-
-
 def held_acks(rate_bps: int, delay_ns: int) -> int:
     return int(rate_bps / FRAME_BITS / FRAMES_PER_ACK * delay_ns / 1e9)
 
@@ -72,14 +69,18 @@ def preflight(config: dict) -> None:
             raise KernelEngineError(f"{tool} is missing: apt-get install {package}")
     needed = {
         "CONFIG_NET_SCH_TBF": ("sch_tbf", "tbf qdisc missing from this kernel (CONFIG_NET_SCH_TBF)"),
-        "CONFIG_NETFILTER_XT_TARGET_NFQUEUE": ("xt_NFQUEUE", "iptables NFQUEUE target missing (delay line)"),
         "CONFIG_NETFILTER_XT_MATCH_STATISTIC": ("xt_statistic", "iptables statistic match missing (random loss)"),
     }
-    for option, (module, message) in needed.items():
-        if kernel_has(option, module) is False:
-            raise KernelEngineError(f"{message}; try `modprobe {module}`")
-    if find_binary() is None:
-        raise KernelEngineError("cclab-delayline is not built: run `cargo build --release -p cclab-delayline`")
+    _require(needed)
+    # Probes netem in a scratch namespace unless the delay line was asked for; raises one
+    # line if netem was asked for explicitly and this kernel lacks it.
+    choice = netem.choose(config)
+    if choice.mechanism == netem.DELAY_LINE:
+        _require({"CONFIG_NETFILTER_XT_TARGET_NFQUEUE": ("xt_NFQUEUE", "iptables NFQUEUE target missing (delay line)")})
+        if find_binary() is None:
+            raise KernelEngineError("cclab-delayline is not built: run `cargo build --release -p cclab-delayline`")
+    elif shutil.which("tc") is None:
+        raise KernelEngineError("tc is missing (netem delay): apt-get install iproute2")
 
     flows = config["flows"]
     if not flows:
@@ -106,8 +107,6 @@ def preflight(config: dict) -> None:
     if config["duration_ns"] < 1_000_000_000:
         raise KernelEngineError("duration: the kernel engine needs at least 1 s (iperf3 runs whole seconds)")
 
-    if (os.cpu_count() or 1) < 2:
-        raise KernelEngineError("kernel engine needs 2 CPUs: one for the delay line, one for packet processing")
     b = config["bottleneck"]
     rate = int(b["rate_bps"])
     if rate > MAX_FAITHFUL_RATE_BPS:
@@ -115,9 +114,19 @@ def preflight(config: dict) -> None:
             f"bottleneck.rate: {rate / 1e6:.0f} Mbit/s is beyond what this machine emulates faithfully "
             f"(at most {MAX_FAITHFUL_RATE_BPS / 1e6:.0f} Mbit/s); use the sim engine"
         )
+    if choice.mechanism != netem.DELAY_LINE:
+        return  # netem's limit is sized from rate x RTT (netem.netem_limit_pkts)
+    if (os.cpu_count() or 1) < 2:
+        raise KernelEngineError("kernel engine needs 2 CPUs: one for the delay line, one for packet processing")
     max_delay = max(int(b["rtt_ns"]) + int(f.get("extra_rtt_ns") or 0) for f in flows)
     if held_acks(rate, max_delay) > MAX_HELD_ACKS:
         raise KernelEngineError(
             f"bottleneck: rate x RTT ({rate / 1e6:.0f} Mbit/s x {max_delay / 1e6:.0f} ms) needs more held ACKs "
             f"than the delay line holds faithfully ({MAX_HELD_ACKS}); use the sim engine"
         )
+
+
+def _require(needed: dict[str, tuple[str, str]]) -> None:
+    for option, (module, message) in needed.items():
+        if kernel_has(option, module) is False:
+            raise KernelEngineError(f"{message}; try `modprobe {module}`")

@@ -1,5 +1,5 @@
-"""Probes that run while traffic flows: TCP_INFO per flow (sock_diag), tbf backlog and drops
-(rtnetlink qdisc stats), machine CPU idle (/proc/stat).
+"""Probes that run while traffic flows: TCP_INFO per flow (sock_diag), tbf and netem backlog
+and drops (rtnetlink qdisc stats), machine CPU idle (/proc/stat).
 
 Each probe owns a raw netlink socket opened inside the namespace it watches; requests are
 prebuilt bytes and replies are parsed with `struct`, so a 1 ms queue poll stays cheap.
@@ -183,32 +183,52 @@ class QdiscStats:
     drops: int
 
 
-class TbfProbe:
-    """Counters of the tbf on `ifindex` in namespace `ns`."""
+def qdisc_stats_request(ifindex: int) -> bytes:
+    """RTM_GETQDISC dump request (struct tcmsg with tcm_ifindex set)."""
+    body = struct.pack("=BxxxiIII", socket.AF_UNSPEC, ifindex, 0, 0, 0)
+    return struct.pack("=IHHII", 16 + len(body), RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, 1, 0) + body
 
-    def __init__(self, ns: str, ifindex: int) -> None:
+
+def parse_qdisc_stats(msg: bytes, ifindex: int, kind: str) -> QdiscStats | None:
+    """Counters from one RTM_NEWQDISC payload (tcmsg + attributes) if it is a `kind` qdisc
+    on `ifindex`, else None."""
+    if struct.unpack_from("=i", msg, 4)[0] != ifindex:
+        return None
+    attrs = _attrs(msg, 20)
+    if attrs.get(TCA_KIND, b"").rstrip(b"\0") != kind.encode() or TCA_STATS2 not in attrs:
+        return None
+    stats = _attrs(attrs[TCA_STATS2], 0)
+    nbytes, npackets = struct.unpack_from("=QI", stats[TCA_STATS_BASIC], 0)
+    qlen, backlog, drops, _requeues, _over = struct.unpack_from("=IIIII", stats[TCA_STATS_QUEUE], 0)
+    return QdiscStats(nbytes, npackets, backlog, qlen, drops)
+
+
+class QdiscProbe:
+    """Counters of the `kind` qdisc (tbf, netem) on `ifindex` in namespace `ns`."""
+
+    def __init__(self, ns: str, ifindex: int, kind: str) -> None:
         self.ifindex = ifindex
+        self.kind = kind
         self.sock = _nl_socket(socket.NETLINK_ROUTE, ns)
-        body = struct.pack("=BxxxiIII", socket.AF_UNSPEC, ifindex, 0, 0, 0)
-        self.request = struct.pack("=IHHII", 16 + len(body), RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, 1, 0) + body
+        self.request = qdisc_stats_request(ifindex)
 
     def sample(self) -> QdiscStats | None:
         found = None
         for _, msg in _nl_dump(self.sock, self.request):
-            ifindex = struct.unpack_from("=i", msg, 4)[0]
-            if ifindex != self.ifindex:
-                continue
-            attrs = _attrs(msg, 20)
-            if attrs.get(TCA_KIND, b"").rstrip(b"\0") != b"tbf" or TCA_STATS2 not in attrs:
-                continue
-            stats = _attrs(attrs[TCA_STATS2], 0)
-            nbytes, npackets = struct.unpack_from("=QI", stats[TCA_STATS_BASIC], 0)
-            qlen, backlog, drops, _requeues, _over = struct.unpack_from("=IIIII", stats[TCA_STATS_QUEUE], 0)
-            found = QdiscStats(nbytes, npackets, backlog, qlen, drops)
+            stats = parse_qdisc_stats(msg, self.ifindex, self.kind)
+            if stats is not None:
+                found = stats
         return found
 
     def close(self) -> None:
         self.sock.close()
+
+
+class TbfProbe(QdiscProbe):
+    """Counters of the bottleneck tbf on `ifindex` in namespace `ns`."""
+
+    def __init__(self, ns: str, ifindex: int) -> None:
+        super().__init__(ns, ifindex, "tbf")
 
 
 def cpu_times() -> tuple[int, int]:

@@ -6,9 +6,8 @@ import os
 import platform
 import subprocess
 
-from cclab.engines.kernel import assemble, shaping, topology
+from cclab.engines.kernel import assemble, netem, shaping, topology
 from cclab.engines.kernel.netns import ns_run
-from cclab.engines.kernel.preflight import netem_available
 
 HOST_SYSCTLS_REPORTED = [
     "net.ipv4.tcp_rmem",
@@ -52,8 +51,10 @@ def provenance(
     delay_report: dict | None,
     limit_bytes: int,
     delay_of_queue: dict[int, int],
+    choice: netem.DelayChoice,
 ) -> dict:
     rate = int(config["bottleneck"]["rate_bps"])
+    steered = choice.mechanism == netem.DELAY_LINE
     return {
         "engine": "kernel",
         "kernel": platform.release(),
@@ -64,7 +65,7 @@ def provenance(
             "receiver": topo.receiver,
             "senders": topo.senders,
             "mtu_bytes": topology.MTU_BYTES,
-            "rps_cpus_mask": topology.rps_mask(),
+            "rps_cpus_mask": topology.rps_mask() if steered else None,
         },
         "sender_sysctls": _sysctls(topo.senders[0], HOST_SYSCTLS_REPORTED),
         "root_sysctls": {k: _root_sysctl(k) for k in ROOT_SYSCTLS_REPORTED},
@@ -80,16 +81,11 @@ def provenance(
             "limit_bytes": limit_bytes,
             "where": "router egress towards the receiver",
         },
-        "delay": {
-            "mechanism": "nfqueue-delay-line",
-            "why": "sch_netem is not in this kernel" if netem_available() is False else "NFQUEUE delay line",
-            "where": "router FORWARD chain, ACK direction, whole RTT; fail closed (no --queue-bypass)",
-            "delay_ns_by_queue": {str(q): d for q, d in delay_of_queue.items()},
-            "report": delay_report,
-        },
+        "delay": _delay(choice, m, delay_report, delay_of_queue, rate),
         "loss": {
             "mechanism": "iptables statistic --mode random" if config["bottleneck"].get("loss_probability") else None,
             "where": "router FORWARD chain, data segments of each flow, before tbf",
+            "why": "works on every kernel, with either delay mechanism (netem's own loss is not used)",
             "probability": config["bottleneck"].get("loss_probability") or 0.0,
         },
         "oversize_packets": sum(v[0] for k, v in m.router_counters.items() if k[0] == "oversize"),
@@ -102,4 +98,43 @@ def provenance(
             "rtt percentiles come from TCP_INFO srtt samples at flow_sample_interval_ns; rtt_min from tcpi_min_rtt",
             "the machine is shared: other CPU load can disturb results (see validity and cpu_idle_fraction)",
         ],
+    }
+
+
+def _delay(
+    choice: netem.DelayChoice,
+    m: assemble.Measured,
+    delay_report: dict | None,
+    delay_of_queue: dict[int, int],
+    rate: int,
+) -> dict:
+    probe = choice.probe
+    common = {
+        "mechanism": choice.provenance_name,
+        "requested": choice.requested,
+        "requested_by": choice.source,
+        "netem_available": probe.available if probe else None,
+        "netem_probe": probe.detail if probe else "not probed: the delay line was asked for",
+        "kernel_config_net_sch_netem": probe.kernel_config if probe else None,
+    }
+    if choice.mechanism == netem.NETEM:
+        return {
+            **common,
+            "why": f"sch_netem is available ({choice.requested} chose it)",
+            "where": "netem root qdisc on each router interface towards a sender (ACK direction), whole RTT; "
+            "never on a sender",
+            "qdiscs": netem.describe(m.netem_qdiscs, m.netem_stats, rate),
+        }
+    if probe is None:
+        why = "the NFQUEUE delay line was asked for"
+    elif not probe.available:
+        why = "sch_netem is not in this kernel"
+    else:  # pragma: no cover - auto picks netem when it is available
+        why = "NFQUEUE delay line"
+    return {
+        **common,
+        "why": why,
+        "where": "router FORWARD chain, ACK direction, whole RTT; fail closed (no --queue-bypass)",
+        "delay_ns_by_queue": {str(q): d for q, d in delay_of_queue.items()},
+        "report": delay_report,
     }

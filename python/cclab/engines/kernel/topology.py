@@ -4,8 +4,8 @@
     s1 (eth0 10.200.2.2) ──veth── r:s1 (10.200.2.1) ┼─ r:rx (10.200.0.1) ──veth── rx (eth0 10.200.0.2)
     ...                                              ┘        tbf here
 
-One namespace per flow gives every flow its own path delay (its own NFQUEUE queue on the
-router's ACK path), its own TCP_INFO sampler and its own per-namespace TCP counters.
+One namespace per flow gives every flow its own path delay (its own netem on r:s<i>, or its
+own NFQUEUE queue on the router's ACK path), its own TCP_INFO sampler and its own per-namespace TCP counters.
 Addresses are private and exist only on these veths.
 """
 
@@ -98,8 +98,9 @@ def build(namespaces: RunNamespaces, n_flows: int) -> Topology:
     return topo
 
 
-def configure_hosts(topo: Topology) -> None:
-    """Per-namespace sysctls, offloads off where packets must be MTU-sized, RPS steering."""
+def configure_hosts(topo: Topology, *, steer: bool = True) -> None:
+    """Per-namespace sysctls, offloads off where packets must be MTU-sized, and (`steer`,
+    for the delay line) RPS steering of receive work off the delay line's CPU."""
     ns_run(topo.router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
     # The CC is chosen per socket (iperf3 -C): a child namespace may not set a default CC
     # outside tcp_allowed_congestion_control (EPERM), but root may pick any per socket;
@@ -112,7 +113,8 @@ def configure_hosts(topo: Topology) -> None:
         ns_run(ns, "ethtool", "-K", HOST_IFNAME, "tso", "off", "gso", "off", "gro", "off")
     for ifname in [ROUTER_BOTTLENECK_IFNAME, *topo.sender_ifnames]:
         ns_run(topo.router, "ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off")
-    steer_receive_work(topo)
+    if steer:
+        steer_receive_work(topo)
 
 
 def rps_mask() -> str | None:
