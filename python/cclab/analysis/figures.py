@@ -109,8 +109,7 @@ def draw_heatmap(
     values = grid.to_numpy(dtype=float)
     norm = _norm(values, kind, limits)
     cmap_name = {"diverging": DIVERGING_CMAP, "sequential": SEQUENTIAL_CMAP, "log": LOG_CMAP}[kind]
-    cmap = matplotlib.colormaps[cmap_name].copy()
-    cmap.set_bad("white")
+    cmap = matplotlib.colormaps[cmap_name].with_extremes(bad="white")
     shown = np.ma.masked_invalid(np.where(values <= 0, np.nan, values) if kind == "log" else values)
     image = ax.imshow(shown, origin="lower", aspect="auto", cmap=cmap, norm=norm)
     colorbar = ax.figure.colorbar(image, ax=ax)

@@ -225,15 +225,19 @@ def recommend(model: dict[str, Any], *, rate_mbps: float, rtt_ms: float, buffer_
     )
 
 
+def _size(buffer_bytes: float) -> str:
+    return f"{buffer_bytes / 1e3:g} KB" if buffer_bytes < 1e6 else f"{buffer_bytes / 1e6:g} MB"
+
+
 def render(rec: Recommendation, *, rate_mbps: float, rtt_ms: float, buffer_bytes: float, loss: float, model: dict[str, Any], source: str) -> str:
     """The answer as a few plain lines for a terminal."""
     n = rec.nearest
     duration = model["duration_s"]
     lines = [
-        f"recommendation: {rec.choice}   ({rate_mbps:g} Mbit/s, {rtt_ms:g} ms RTT, {buffer_bytes / 1e6:g} MB buffer, "
+        f"recommendation: {rec.choice}   ({rate_mbps:g} Mbit/s, {rtt_ms:g} ms RTT, {_size(buffer_bytes)} buffer, "
         + (f"{loss * 100:g}% random loss)" if loss else "no random loss)"),
         f"expected goodput: BBR {rec.goodput_mbps['bbr']:.1f} Mbit/s, CUBIC {rec.goodput_mbps['cubic']:.1f} Mbit/s "
-        f"(measured at the nearest studied network: {n['rate_mbps']:g} Mbit/s, {n['rtt_ms']:g} ms, {n['buffer_bytes'] / 1e6:g} MB"
+        f"(measured at the nearest studied network: {n['rate_mbps']:g} Mbit/s, {n['rtt_ms']:g} ms, {_size(n['buffer_bytes'])}"
         + (", then scaled for loss)" if loss else ")"),
         f"retransmission cost there: BBR {rec.loss_pct['bbr']:.2f}% of segments sent ({rec.retrans_segments['bbr']:,.0f} in {duration:g} s), "
         f"CUBIC {rec.loss_pct['cubic']:.2f}% ({rec.retrans_segments['cubic']:,.0f})"
