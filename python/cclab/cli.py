@@ -116,3 +116,64 @@ def query(
         sys.stdout.write(frame.to_json(orient="records") + "\n")
     else:
         Console().print(render_table(frame))
+
+
+@app.command()
+def reproduce(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="study name; an unknown name lists the studies", show_default=False)],
+    engine: Annotated[str, typer.Option(help=" | ".join(ENGINE_NAMES))] = "sim",
+    quick: Annotated[bool, typer.Option("--quick", help="a coarse subset in seconds (demos, CI)")] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="study folder [default: out/<NAME>]; finished runs there are reused")] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", help="parallel runs [default: all CPUs on sim, 1 on kernel]")] = None,
+    include_invalid: Annotated[bool, typer.Option("--include-invalid", help="keep kernel runs that failed their validity checks")] = False,
+) -> None:
+    """Reproduce a paper's study: run its sweep, write figures (PNG, SVG) and summary.md."""
+    from cclab.studies import get_study
+
+    try:
+        if engine not in ENGINE_NAMES:
+            raise CclabError(f"--engine: must be one of {', '.join(ENGINE_NAMES)} (got {engine!r})")
+        study = get_study(name)
+        summary_path = study.run(out if out is not None else Path("out") / name, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
+    except CclabError as error:
+        _fail(error)
+    _progress(f"wrote {summary_path}")
+
+
+def _parse_loss(text: str) -> float:
+    try:
+        return float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
+    except ValueError:
+        raise CclabError(f"--loss: expected a probability like 0.01 or 1% (got {text!r})") from None
+
+
+@app.command()
+def recommend(
+    rate: Annotated[str, typer.Option("--rate", help="bottleneck rate, e.g. 500mbit", show_default=False)],
+    rtt: Annotated[str, typer.Option("--rtt", help="base RTT, e.g. 200ms", show_default=False)],
+    buffer: Annotated[str, typer.Option("--buffer", help="bottleneck buffer, e.g. 100KB, 250pkt, 1bdp", show_default=False)],
+    loss: Annotated[str, typer.Option("--loss", help="random loss probability, e.g. 0.01 or 1%")] = "0",
+    study: Annotated[Path | None, typer.Option("--study", help="a cao2019 study folder [default: the bundled model]")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="print the answer as one JSON object")] = False,
+) -> None:
+    """BBR or CUBIC for a network, with expected goodput, retransmissions and confidence."""
+    from cclab.analysis.recommend import load_model, recommend as answer, render
+    from cclab.units import parse_duration_ns, parse_rate_bps, parse_size
+
+    try:
+        try:
+            rate_bps = parse_rate_bps(rate)
+            rtt_ns = parse_duration_ns(rtt)
+            buffer_bytes = parse_size(buffer).bytes_for(rate_bps, rtt_ns)
+        except ValueError as error:
+            raise CclabError(str(error)) from None
+        loss_probability = _parse_loss(loss)
+        model, source = load_model(study)
+        query = {"rate_mbps": rate_bps / 1e6, "rtt_ms": rtt_ns / 1e6, "buffer_bytes": float(buffer_bytes), "loss": loss_probability}
+        result = answer(model, **query)
+    except CclabError as error:
+        _fail(error)
+    if json_output:
+        sys.stdout.write(json.dumps({"query": query, "model": source, **result.to_dict()}, allow_nan=False) + "\n")
+    else:
+        sys.stdout.write(render(result, model=model, source=source, **query) + "\n")
