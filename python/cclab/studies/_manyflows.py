@@ -96,13 +96,16 @@ def md_table(rows: Iterable[Mapping[str, Any]], columns: Sequence[str], formats:
 
 
 def invalid_note(grid: Grid, include_invalid: bool) -> str:
-    """A sentence on runs the kernel engine marked invalid (empty when there are none)."""
+    """A sentence on runs the kernel engine marked invalid, with its reasons (empty if none)."""
     if grid.invalid.empty:
         return ""
-    action = "included anyway (--include-invalid)" if include_invalid else "left out of the numbers"
-    reasons = sorted({str(r) for r in grid.invalid.get("validity_reasons", pd.Series(dtype=str)).dropna()})
-    why = f" Reasons: {'; '.join(reasons)}." if reasons else ""
-    return f"\n{len(grid.invalid)} run(s) were marked invalid by the kernel engine and {action}.{why}\n"
+    action = "included anyway (--include-invalid), flagged" if include_invalid else "left out of the numbers"
+    reasons: set[str] = set()
+    for run_key in grid.invalid["run_key"]:
+        validity = grid.run(run_key).validity or {}
+        reasons.update(str(r) for r in validity.get("reasons", []))
+    why = f" Reasons: {'; '.join(sorted(reasons))}." if reasons else ""
+    return f"\n{len(grid.invalid)} kernel run(s) failed the engine's validity checks and were {action}.{why}\n"
 
 
 def verdict(confirmed: bool | None) -> str:

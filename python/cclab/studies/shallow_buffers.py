@@ -139,6 +139,12 @@ def _preamble(plan: Plan, quick: bool, engines: list[str]) -> str:
 # ---- 1. standing queue ----------------------------------------------------------------------
 
 
+def _engine_label(engine: str, result) -> str:  # noqa: ANN001
+    """The engine's name, marked when the kernel engine judged its own run invalid."""
+    valid = (result.validity or {}).get("valid", True)
+    return engine if valid else f"{engine} (invalid)"
+
+
 def _standing_row(grid: Grid, row: pd.Series, engine: str, out_dir: Path) -> dict:
     result = grid.run(row["run_key"])
     limit = row["x_buffer"]
@@ -151,7 +157,7 @@ def _standing_row(grid: Grid, row: pd.Series, engine: str, out_dir: Path) -> dic
         stem=out_dir / f"standing_queue_{limit}_{engine}",
     )  # fmt: skip
     return {
-        "engine": engine,
+        "engine": _engine_label(engine, result),
         "queue limit": f"{limit} ({result.bottleneck.get('queue_limit_bytes') or 0:,} B)",
         "standing B": standing,
         "standing BDP": standing / bdp,
@@ -274,7 +280,7 @@ def _duel_rows(grid: Grid, engine: str) -> list[dict]:
             )  # fmt: skip
         rows.append(
             {
-                "engine": engine,
+                "engine": _engine_label(engine, result),
                 "buffer_bdp": buffer_bdp,
                 "duration_s": float(result.spec["duration_ns"]) / 1e9,
                 "BBR share": float(total.get("bbr", np.nan)),
