@@ -56,6 +56,17 @@ def test_cc_shares_add_to_one_and_link_share_uses_the_goodput_ceiling() -> None:
     assert shares.loc["cubic", "link_share"] == pytest.approx(20 / (100 * 1448 / 1514))
 
 
+def test_cc_shares_count_bytes_so_that_a_short_finite_flow_does_not_inflate_its_cc() -> None:
+    # A 60 s CUBIC flow at 50 Mbit/s and a BBR flow that moved 75 MB in 12 s (50 Mbit/s while active).
+    flows = pd.DataFrame(
+        {"cc": ["cubic", "bbr"], "goodput_mbps": [50.0, 50.0], "bytes_delivered": [375_000_000, 75_000_000]}
+    )
+    shares = fairness.cc_shares(flows, rate_mbps=100, duration_s=60).set_index("cc")
+    assert shares.loc["bbr", "share"] == pytest.approx(75 / 450)
+    assert shares.loc["bbr", "goodput_mbps"] == pytest.approx(10.0)
+    assert shares["link_share"].sum() < 1
+
+
 def test_cc_shares_over_time_follow_a_swap_between_ccs() -> None:
     series = _flow_series({0: [30] * 10 + [10] * 10, 1: [10] * 10 + [30] * 10})
     shares = fairness.cc_shares_over_time(series, {0: "bbr", 1: "cubic"}, window_s=1.0)

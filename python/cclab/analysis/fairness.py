@@ -81,23 +81,41 @@ def jain_over_time(flow_series: pd.DataFrame, window_s: float = 1.0, active_only
     return jain_by_group(windows, by=by, value="throughput_mbps")
 
 
-def cc_shares(flows: pd.DataFrame, rate_mbps: float | None = None, by: Sequence[str] = ()) -> pd.DataFrame:
+def cc_shares(
+    flows: pd.DataFrame, rate_mbps: float | None = None, by: Sequence[str] = (), duration_s: float | None = None
+) -> pd.DataFrame:
     """Each CC's goodput and share, per group `by` (e.g. `("run_key",)`).
 
-    Columns: `*by`, `cc`, `n_flows`, `goodput_mbps` (sum over the CC's flows), `share`
-    (of the total goodput of the group) and, when `rate_mbps` is given, `link_share`
-    (of the link's goodput ceiling, rate x 1448/1514).
+    Shares are of the payload bytes delivered (`bytes_delivered`), not sums of per-flow
+    goodputs: a finite flow's goodput is over its own active time, so summing goodputs of
+    flows active over different intervals can exceed the link. Columns: `*by`, `cc`,
+    `n_flows`, `share`, `goodput_mbps` (the CC's bytes over the run's duration: `duration_s`,
+    or the `duration_s` column of the store's flows table; without either, the sum of the
+    flows' goodputs) and, when `rate_mbps` is given, `link_share` (of the link's goodput
+    ceiling, rate x 1448/1514).
     """
     keys = [*by, "cc"]
-    sums = flows.groupby(keys, sort=True, dropna=False).agg(
-        n_flows=("goodput_mbps", "size"), goodput_mbps=("goodput_mbps", "sum")
+    frame = flows.copy()
+    if "bytes_delivered" not in frame.columns:  # only goodputs known: all flows span the run
+        frame["bytes_delivered"] = frame["goodput_mbps"]
+    if duration_s is not None:
+        frame["_mbps"] = frame["bytes_delivered"] * 8 / duration_s / 1e6
+    elif "duration_s" in frame.columns:
+        frame["_mbps"] = frame["bytes_delivered"] * 8 / frame["duration_s"] / 1e6
+    else:
+        frame["_mbps"] = frame["goodput_mbps"]
+    sums = frame.groupby(keys, sort=True, dropna=False).agg(
+        n_flows=("cc", "size"), bytes_delivered=("bytes_delivered", "sum"), goodput_mbps=("_mbps", "sum")
     )
     sums = sums.reset_index()
-    totals = sums.groupby(list(by), dropna=False)["goodput_mbps"].transform("sum") if by else sums["goodput_mbps"].sum()
-    sums["share"] = sums["goodput_mbps"] / totals
+    if by:
+        totals = sums.groupby(list(by), dropna=False)["bytes_delivered"].transform("sum")
+    else:
+        totals = sums["bytes_delivered"].sum()
+    sums["share"] = sums["bytes_delivered"] / totals
     if rate_mbps is not None:
         sums["link_share"] = sums["goodput_mbps"] / (rate_mbps * GOODPUT_PER_LINE_RATE)
-    return sums
+    return sums.drop(columns="bytes_delivered")
 
 
 def cc_shares_over_time(flow_series: pd.DataFrame, cc_of_flow: pd.Series | dict, window_s: float = 1.0) -> pd.DataFrame:

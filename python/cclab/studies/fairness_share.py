@@ -53,7 +53,7 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
     rows = []
     for _, run_row in grid.runs().iterrows():
         result = grid.run(run_row["run_key"])
-        shares = fairness.cc_shares(result.flows, rate_mbps=RATE_MBPS).set_index("cc")
+        shares = fairness.cc_shares(result.flows, rate_mbps=RATE_MBPS, duration_s=plan.duration_s).set_index("cc")
         series = result.flow_series[result.flow_series["time_s"] > WARMUP_S]
         over_time = fairness.cc_shares_over_time(series, result.flows.set_index("flow_id")["cc"].astype(str), SHARE_WINDOW_S)
         q = fairness.share_quartiles(over_time).set_index("cc")
