@@ -22,7 +22,7 @@ Which mechanism: resolved config key `delay_mechanism`, else $CCLAB_DELAY, else 
 
 from __future__ import annotations
 
-import atexit
+import ctypes
 import math
 import os
 import shutil
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from cclab.engines.kernel.errors import KernelEngineError
-from cclab.engines.kernel.netns import RunNamespaces, iproute_in, new_run_id, ns_run
+from cclab.engines.kernel.netns import CLONE_NEWNET, iproute_in, ns_run
 from cclab.engines.kernel.probes import QdiscProbe, QdiscStats
 
 DELAY_ENV = "CCLAB_DELAY"
@@ -57,8 +57,8 @@ MAX_ACKS_PER_FRAME = 1
 #: allocated up front, so a wide margin costs no memory unless ACKs actually pile up.
 LIMIT_MARGIN = 4
 #: Scratch-namespace probe: a netem qdisc on that namespace's own loopback.
-PROBE_ROLE = "netemprobe"
 PROBE_ARGS = ("tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms")
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 # --- the limit and the tc command: pure functions ------------------------------------------
@@ -156,20 +156,27 @@ def _kernel_config_value() -> str | None:
     return config.get("CONFIG_NET_SCH_NETEM", "not set")
 
 
+def _enter_new_netns() -> None:  # pragma: no cover - runs in the forked child
+    if _libc.unshare(CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+
+
+def run_in_scratch_netns(args: list[str]) -> subprocess.CompletedProcess:
+    """Runs `args` in a new network namespace of its own (unshare(CLONE_NEWNET)). It has no
+    name and no bind mount, so the kernel deletes it when the command exits, even if this
+    process is killed midway: nothing to clean up, nothing in the run registry, and the
+    root namespace's qdiscs, addresses and routes are never touched."""
+    if shutil.which("unshare"):
+        return subprocess.run(["unshare", "--net", *args], capture_output=True, text=True, timeout=30)
+    return subprocess.run(args, capture_output=True, text=True, timeout=30, preexec_fn=_enter_new_netns)
+
+
 def probe_netem_now() -> NetemProbe:
-    """Tries to add a netem qdisc inside a scratch namespace this function creates and
-    deletes (also on failure); the root namespace is never touched. Needs root."""
+    """Tries to add a netem qdisc to the loopback of a scratch network namespace. Needs root."""
     kconfig = _kernel_config_value()
     if shutil.which("tc") is None:
         return NetemProbe(False, "tc is missing (apt-get install iproute2)", kconfig)
-    namespaces = RunNamespaces(new_run_id())
-    atexit.register(namespaces.destroy)
-    try:
-        ns = namespaces.create(PROBE_ROLE)
-        out = subprocess.run(["ip", "netns", "exec", ns, *PROBE_ARGS], capture_output=True, text=True, timeout=30)
-    finally:
-        namespaces.destroy()
-        atexit.unregister(namespaces.destroy)
+    out = run_in_scratch_netns(list(PROBE_ARGS))
     if out.returncode == 0:
         return NetemProbe(True, "a netem qdisc was accepted in a scratch namespace", kconfig)
     detail = " ".join((out.stderr or out.stdout).split()) or f"exit status {out.returncode}"
