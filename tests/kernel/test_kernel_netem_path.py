@@ -130,7 +130,7 @@ def test_engine_installs_a_qdisc_per_sender_on_the_router_and_reads_it_instead_o
     (q,) = prov["delay"]["qdiscs"]
     assert q["router_interface"] == "s0"
     assert q["limit_pkts"] == netem.netem_limit_pkts(50_000_000, 20_000_000)
-    assert q["packets"] > 1000  # the flow's ACKs went through the router qdisc
+    assert q["packets"] > 500  # the flow's ACKs (~2000 in 1 s at 50 Mbit/s) went through the router qdisc
     assert q["drops"] == 0
     assert prov["idle_rtt_ms"]["0"] < 1.0  # the stand-in adds no delay: no delay line ran
     assert result["flows"][0]["bytes_delivered"] > 0

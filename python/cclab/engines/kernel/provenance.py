@@ -120,7 +120,7 @@ def _delay(
     if choice.mechanism == netem.NETEM:
         return {
             **common,
-            "why": f"sch_netem is available ({choice.requested} chose it)",
+            "why": "sch_netem is available" + (" (auto prefers it)" if choice.requested == netem.AUTO else ""),
             "where": "netem root qdisc on each router interface towards a sender (ACK direction), whole RTT; "
             "never on a sender",
             "qdiscs": netem.describe(m.netem_qdiscs, m.netem_stats, rate),
