@@ -147,7 +147,7 @@ def tree_figure(fit: TreeFit, title: str) -> Figure:
     orange for BBR, blue for CUBIC, colour intensity from the Gini impurity."""
     depth = fit.model.get_depth()
     leaves = fit.model.get_n_leaves()
-    figure = new_figure(max(10.0, 2.0 * leaves), 2.2 * (depth + 1) + 1.0)
+    figure = new_figure(max(10.0, 2.4 * leaves), 2.4 * (depth + 1) + 1.0)
     ax = figure.add_subplot()
     plot_tree(
         fit.model,
@@ -158,7 +158,7 @@ def tree_figure(fit: TreeFit, title: str) -> Figure:
         impurity=True,
         proportion=False,
         rounded=True,
-        fontsize=8,
+        fontsize=10,
     )
     ax.set_title(title, fontsize=10)
     return figure

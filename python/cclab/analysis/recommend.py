@@ -242,7 +242,8 @@ def render(rec: Recommendation, *, rate_mbps: float, rtt_ms: float, buffer_bytes
         f"retransmission cost there: BBR {rec.loss_pct['bbr']:.2f}% of segments sent ({rec.retrans_segments['bbr']:,.0f} in {duration:g} s), "
         f"CUBIC {rec.loss_pct['cubic']:.2f}% ({rec.retrans_segments['cubic']:,.0f})"
         + (f"; random loss adds about {loss * 100:g}% of segments sent for either" if loss else ""),
-        f"confidence: tree leaf of {rec.leaf_samples} studied networks, {rec.leaf_purity:.0%} {rec.tree_choice} "
+        ("confidence: low, an estimate scaled from one network's loss curves; without loss, " if loss else "confidence: ")
+        + f"tree leaf of {rec.leaf_samples} studied networks, {rec.leaf_purity:.0%} {rec.tree_choice} "
         f"({', '.join(f'{k} {v}' for k, v in rec.leaf_counts.items())}); path: {' and '.join(rec.path) or 'root'}",
         f"basis: {rec.basis}; model: {source}, {model['tree_choice']} features, "
         f"5-fold CV accuracy {model['cv'][model['tree_choice']]['mean']:.1%} mean",
