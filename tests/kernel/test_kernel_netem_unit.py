@@ -193,3 +193,14 @@ def test_with_the_delay_line_a_missing_report_is_still_a_reason() -> None:
     m = _netem_measured([0])
     m.delay_mechanism = "delayline"
     assert assemble.delay_reasons(m) == ["the delay line wrote no report"]
+
+
+def test_a_tc_failure_while_installing_netem_is_one_engine_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing_tc(ns: str, *args: str, **_kw: object) -> str:
+        raise RuntimeError(f"{' '.join(args)} in {ns} failed: Error: Specified qdisc kind is unknown.")
+
+    monkeypatch.setattr(netem, "ns_run", failing_tc)
+    monkeypatch.setattr(netem, "iproute_in", lambda ns: contextlib.nullcontext(None))
+    with pytest.raises(KernelEngineError, match="router interface s0: tc qdisc add") as info:
+        netem.install("cclab-x-r", ["s0"], [20_000_000], 100_000_000)
+    assert "\n" not in info.value.line

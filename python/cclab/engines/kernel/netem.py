@@ -215,7 +215,10 @@ def install(router_ns: str, sender_ifnames: list[str], delays_ns: list[int], rat
     installed = []
     with iproute_in(router_ns) as ipr:
         for q in plan(sender_ifnames, delays_ns, rate_bps):
-            ns_run(router_ns, *netem_add_args(q.ifname, q.delay_ns, q.limit_pkts))
+            try:
+                ns_run(router_ns, *netem_add_args(q.ifname, q.delay_ns, q.limit_pkts))
+            except RuntimeError as error:  # tc's own message, as one line
+                raise KernelEngineError(f"netem could not be added on router interface {q.ifname}: {error}") from error
             ifindex = ipr.link_lookup(ifname=q.ifname)[0]
             installed.append(NetemQdisc(q.flow_index, q.ifname, ifindex, q.delay_ns, q.limit_pkts, q.acks_in_flight))
     return installed
