@@ -1,0 +1,122 @@
+"""`cclab reproduce --quick` end to end for cao2019, rebbr and cliff on the simulator:
+the sweep runs, the figures and the summary are written, and the summary's numbers are
+the ones in the study's own tables."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cclab.analysis import decision_tree as dt
+from cclab.studies import discover
+from conftest import run_cli
+
+pytestmark = pytest.mark.sim
+
+
+def test_issue_4_studies_are_discovered_with_a_description_and_a_run_function():
+    studies = discover()
+    for name in ("cao2019", "rebbr", "cliff"):
+        assert studies[name].NAME == name
+        assert studies[name].DESCRIPTION
+        assert callable(studies[name].run)
+
+
+def test_an_unknown_study_is_one_line_listing_the_known_ones_with_exit_2(tmp_path: Path):
+    done = run_cli("reproduce", "cao2091", "--out", tmp_path / "x")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: unknown study 'cao2091'; known studies: ") and "cao2019" in done.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.fixture(scope="module")
+def cao_quick(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cao2019")
+    done = run_cli("reproduce", "cao2019", "--quick", "--out", out)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_cao2019_quick_writes_every_figure_as_png_and_svg(cao_quick: Path):
+    for stem in ("gain_100KB", "gain_10MB", "retrans_100KB", "utilization", "decision_tree", "decision_tree_extended", "latdec", "buffer_bdp"):
+        for suffix in (".png", ".svg"):
+            assert (cao_quick / "figures" / f"{stem}{suffix}").stat().st_size > 5000, stem + suffix
+
+
+def test_cao2019_summary_sets_the_headline_beside_the_paper_and_judges_every_finding(cao_quick: Path):
+    summary = (cao_quick / "summary.md").read_text()
+    table = pd.read_csv(cao_quick / "goodput.csv")
+    headline = table[(table.rate_mbps == 500) & (table.rtt_ms == 200) & (table.buffer_bytes == 100_000)].iloc[0]
+    assert f"| goodput at 500 Mbit/s, 200 ms, 100 KB: BBR | 386.0 Mbit/s | {headline.goodput_mbps_bbr:.1f} Mbit/s |" in summary
+    assert f"| goodput at 500 Mbit/s, 200 ms, 100 KB: CUBIC | 179.6 Mbit/s | {headline.goodput_mbps_cubic:.1f} Mbit/s |" in summary
+    findings = summary.split("## Findings")[1].split("##")[0]
+    verdicts = re.findall(r"\*\*(holds|does not hold)\*\*", findings)
+    assert len(verdicts) == 7  # three goodput/loss findings, the tree, three LatDec findings
+    # The quick grid (10 s flows) still shows the shallow-buffer effect the paper reports.
+    assert headline.goodput_mbps_bbr > 3 * headline.goodput_mbps_cubic
+
+
+def test_cao2019_decision_tree_is_cross_validated_on_the_real_grid(cao_quick: Path):
+    table = pd.read_csv(cao_quick / "goodput.csv")
+    assert len(table) == 18  # 3 rates x 3 RTTs x 2 buffers, each with both CCs
+    assert set(table["winner"]) == {"BBR", "CUBIC"}
+    fit = dt.fit_tree(table, dt.PAPER_FEATURES)
+    assert len(fit.cv_scores) == 5 and 0.0 <= fit.cv_mean <= 1.0
+    summary = (cao_quick / "summary.md").read_text()
+    assert f"| rate (Mbit/s), RTT (ms), buffer (MB) | {fit.cv_median:.1%} | {fit.cv_mean:.1%} |" in summary
+    model = json.loads((cao_quick / "model.json").read_text())
+    assert model["cv"]["paper"]["mean"] == pytest.approx(fit.cv_mean)
+    assert len(model["grid"]["rate_mbps"]) == 18
+
+
+def test_cao2019_latdec_compares_completion_times_of_finite_flows(cao_quick: Path):
+    latency = pd.read_csv(cao_quick / "latency.csv")
+    assert sorted(latency["size_mb"].unique()) == [10.0, 100.0]
+    row = latency.dropna(subset=["latdec_pct"]).iloc[0]
+    assert row.latdec_pct == pytest.approx((row.fct_s_cubic - row.fct_s_bbr) / row.fct_s_cubic * 100)
+    # 100 MB at 10 Mbit/s takes at least 100e6 x 8 / (10e6 x 1448/1514) s = 83.65 s, less
+    # the few milliseconds the tbf-like bottleneck's token bucket lets through at once.
+    slowest = latency[(latency.size_mb == 100) & (latency.rate_mbps == 10)]
+    floor_s = 100e6 * 8 / (10e6 * 1448 / 1514)
+    assert (slowest[["fct_s_bbr", "fct_s_cubic"]] > 0.999 * floor_s).all().all()
+    assert (slowest[["fct_s_bbr", "fct_s_cubic"]] < 1.2 * floor_s).all().all()
+
+
+def test_a_second_reproduce_reuses_the_finished_runs(cao_quick: Path):
+    before = {p.name for p in (cao_quick / "runs").iterdir()}
+    done = run_cli("reproduce", "cao2019", "--quick", "--out", cao_quick)
+    assert done.returncode == 0, done.stderr
+    assert {p.name for p in (cao_quick / "runs").iterdir()} == before
+    assert len([p for p in before if not p.startswith(".")]) == 36 + 72
+
+
+def test_rebbr_quick_shows_cubic_collapsing_under_loss_while_bbr_holds(tmp_path: Path):
+    done = run_cli("reproduce", "rebbr", "--quick", "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    curves = pd.read_csv(tmp_path / "curves.csv")
+    at = curves.set_index(["cc", "loss"])["goodput_mbps"]
+    assert at[("cubic", 0.01)] < 0.1 * at[("cubic", 0.0)]
+    assert at[("bbr", 0.01)] > 0.9 * at[("bbr", 0.0)]
+    summary = (tmp_path / "summary.md").read_text()
+    assert len(re.findall(r"\*\*(holds|does not hold)\*\*", summary)) == 4
+    assert (tmp_path / "figures" / "goodput_vs_loss.svg").exists()
+    assert json.loads((tmp_path / "loss_curves.json").read_text())["curves"]["bbr"]["loss"][0] == 0.0
+
+
+def test_cliff_quick_detects_each_bbr_cliff_from_the_data(tmp_path: Path):
+    done = run_cli("reproduce", "cliff", "--quick", "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    cliffs = pd.read_csv(tmp_path / "cliffs.csv").set_index("variant")
+    # A smaller up-gain falls off earlier, and both BBRs far later than CUBIC and Reno.
+    assert cliffs.loc["BBR_1.1", "cliff_loss"] < cliffs.loc["BBR_1.25", "cliff_loss"]
+    assert cliffs.loc["CUBIC", "cliff_loss"] < cliffs.loc["BBR_1.1", "cliff_loss"]
+    assert cliffs.loc["BBR_1.25", "predicted_cliff_loss"] == pytest.approx(0.2)
+    summary = (tmp_path / "summary.md").read_text()
+    assert f"cliff at {cliffs.loc['BBR_1.25', 'cliff_loss'] * 100:.1f}%" in summary
+    for stem in ("goodput_vs_loss", "retrans_vs_loss"):
+        assert (tmp_path / "figures" / f"{stem}.png").exists()
