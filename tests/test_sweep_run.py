@@ -167,3 +167,24 @@ def test_ctrl_c_stops_a_sweep_with_only_complete_runs_on_disk_and_a_rerun_finish
     again = run_sweep(sweep_file, out, progress=False, jobs=2)
     assert again.resumed == len(kept) and again.done == 18 - len(kept)
     assert {key: stamps(out)[key] for key in kept} == kept
+
+
+def test_a_worker_that_dies_fails_only_its_own_run_and_the_others_finish(tmp_path: Path, monkeypatch) -> None:
+    from cclab.engines.sim import SimEngine
+
+    original = SimEngine.run
+
+    def deadly(self, scenario):
+        # Workers are forked, so they run this patched method too.
+        if scenario.bottleneck.rate_mbps == 20 and scenario.flows[0].cc == "bbr" and scenario.seed == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(self, scenario)
+
+    monkeypatch.setattr(SimEngine, "run", deadly)
+    report = run_sweep(Sweep.from_dict(SMALL), tmp_path, jobs=2, progress=False)
+    assert [f["axis_values"] for f in report.failed] == [{"bottleneck.rate_mbps": 20, "flows.0.cc": "bbr"}]
+    assert [f["repetition"] for f in report.failed] == [0]
+    assert "worker process died" in report.failed[0]["error"]
+    assert report.done == 7
+    assert_only_complete_runs(tmp_path)
+    assert not list((tmp_path / "runs").glob(".*"))

@@ -25,6 +25,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -34,6 +35,7 @@ from cclab.errors import CclabError
 
 RUN_META = "run.json"
 STAGING_PREFIX = ".staging-"
+RUNNING_PREFIX = ".running-"
 
 
 @dataclass(frozen=True)
@@ -53,21 +55,39 @@ class RunOutcome:
     ok: bool
     error: str | None = None  # one line when not ok
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # CPU time of the run in its process: independent of other load
     # Another process (an orphaned worker of a killed sweep) stored the same run first.
     raced: bool = False
 
 
 def execute(task: RunTask) -> RunOutcome:
     """Run one task and store it; any error becomes a failed outcome with one line."""
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    marker = _running_marker(task)
     try:
         raced = _run_and_store(task)
+        error_line = None
+    except (KeyboardInterrupt, SystemExit):
+        raise
     except CclabError as error:
-        return RunOutcome(task.run_key, False, error.line, time.perf_counter() - started)
-    except Exception as error:  # a bug or a crash in an engine must not stop the sweep
-        line = " ".join(f"{type(error).__name__}: {error}".split())
-        return RunOutcome(task.run_key, False, line, time.perf_counter() - started)
-    return RunOutcome(task.run_key, True, None, time.perf_counter() - started, raced)
+        error_line = error.line
+    except BaseException as error:  # a bug, or a Rust panic (a BaseException), must not stop the sweep
+        error_line = " ".join(f"{type(error).__name__}: {error}".split())
+    finally:
+        marker.unlink(missing_ok=True)
+    wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
+    if error_line is not None:
+        return RunOutcome(task.run_key, False, error_line, wall_s, cpu_s)
+    return RunOutcome(task.run_key, True, None, wall_s, cpu_s, raced)
+
+
+def _running_marker(task: RunTask) -> Path:
+    """runs/.running-<pid>: names the run this process is busy with, so that a sweep whose
+    worker died (killed, out of memory, crashed) can tell which run it was."""
+    marker = Path(task.runs_dir) / f"{RUNNING_PREFIX}{os.getpid()}"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(task.run_key, encoding="utf-8")
+    return marker
 
 
 def _run_and_store(task: RunTask) -> bool:
@@ -109,10 +129,14 @@ def clean_staging(runs_dir: Path, *, stopped: int | None = None) -> None:
     if not runs_dir.is_dir():
         return
     for entry in runs_dir.iterdir():
-        if entry.name.startswith(STAGING_PREFIX):
-            pid = entry.name[len(STAGING_PREFIX):]
+        prefix = next((p for p in (STAGING_PREFIX, RUNNING_PREFIX) if entry.name.startswith(p)), None)
+        if prefix is not None:
+            pid = entry.name[len(prefix):]
             if not pid.isdigit() or int(pid) == stopped or not _alive(int(pid)):
-                shutil.rmtree(entry, ignore_errors=True)
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
         elif entry.name.startswith(".") and entry.name.endswith((".partial", ".old")):
             shutil.rmtree(entry, ignore_errors=True)
 
@@ -124,7 +148,12 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    # A killed process stays a zombie until its parent (or init) reaps it.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
 
 
 class Executor(ABC):
@@ -163,9 +192,50 @@ class LocalProcessExecutor(Executor):
     def submit(self, tasks: Sequence[RunTask]) -> Iterator[RunOutcome]:
         if self.jobs == 1:
             return (execute(task) for task in tasks)
-        self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=_context(), initializer=_ignore_sigint)
         # Submitting forks the workers now, before the caller starts any thread (progress bar).
-        return _as_finished({self._pool.submit(execute, task) for task in tasks})
+        pending = self._start(tasks)
+        return self._as_finished(pending)
+
+    def _start(self, tasks: Sequence[RunTask]) -> dict[Future[RunOutcome], RunTask]:
+        self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=_context(), initializer=_ignore_sigint)
+        return {self._pool.submit(execute, task): task for task in tasks}
+
+    def _as_finished(self, pending: dict[Future[RunOutcome], RunTask]) -> Iterator[RunOutcome]:
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            broken: list[RunTask] = []
+            for future in finished:
+                task = pending.pop(future)
+                try:
+                    outcome = future.result()
+                except BrokenProcessPool:
+                    broken.append(task)
+                    continue
+                yield outcome
+            if not broken:
+                continue
+            # A worker died (killed, out of memory, crashed) and the pool killed the
+            # others: every unfinished run is lost from it. Each run that was in progress
+            # is run again alone, which tells the culprit from its neighbours; then the rest.
+            unfinished = broken + [pending.pop(future) for future in list(pending)]
+            self.shutdown(kill=True)
+            in_progress = _runs_in_progress(unfinished[0].runs_dir)
+            for task in unfinished:
+                if task.run_key in in_progress:
+                    yield self._run_alone(task)
+            rest = [task for task in unfinished if task.run_key not in in_progress]
+            if rest:
+                pending = self._start(rest)
+
+    def _run_alone(self, task: RunTask) -> RunOutcome:
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=_context(), initializer=_ignore_sigint)
+        try:
+            return self._pool.submit(execute, task).result()
+        except BrokenProcessPool:
+            _runs_in_progress(task.runs_dir)  # drop its marker
+            return RunOutcome(task.run_key, False, "its worker process died while running it (killed, out of memory or crashed)")
+        finally:
+            self.shutdown()
 
     def shutdown(self, *, kill: bool = False) -> None:
         pool, self._pool = self._pool, None
@@ -174,21 +244,25 @@ class LocalProcessExecutor(Executor):
         if kill:
             # ProcessPoolExecutor cannot stop a running task; its workers must be killed.
             processes = list((getattr(pool, "_processes", None) or {}).values())
-            pool.shutdown(wait=False, cancel_futures=True)
             for process in processes:
                 if process.is_alive():
                     process.kill()
-            for process in processes:
-                process.join(timeout=5)
-        else:
-            pool.shutdown(wait=True)
+        # Waiting also joins the pool's management thread, so that the next pool may fork.
+        pool.shutdown(wait=True, cancel_futures=kill)
 
 
-def _as_finished(pending: set[Future[RunOutcome]]) -> Iterator[RunOutcome]:
-    while pending:
-        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-        for future in finished:
-            yield future.result()
+def _runs_in_progress(runs_dir: str) -> set[str]:
+    """The runs named by the markers of processes that are gone; the markers are removed."""
+    keys = set()
+    for marker in Path(runs_dir).glob(f"{RUNNING_PREFIX}*"):
+        pid = marker.name[len(RUNNING_PREFIX):]
+        if pid.isdigit() and not _alive(int(pid)):
+            try:
+                keys.add(marker.read_text(encoding="utf-8").strip())
+            except OSError:
+                pass
+            marker.unlink(missing_ok=True)
+    return keys
 
 
 def _context() -> multiprocessing.context.BaseContext:

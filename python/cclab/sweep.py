@@ -251,6 +251,7 @@ class SweepReport:
     interrupted: bool = False
     wall_s: float = 0.0
     run_wall_s: float = 0.0  # summed wall time of the runs done, as measured in the workers
+    run_cpu_s: float = 0.0  # summed CPU time of the runs done (engine + storing), in the workers
 
     @property
     def remaining(self) -> int:
@@ -362,6 +363,7 @@ def run_sweep(
                 if outcome.ok:
                     report.done += 1
                     report.run_wall_s += outcome.wall_s
+                    report.run_cpu_s += outcome.cpu_s
                 else:
                     spec = by_key[outcome.run_key]
                     failure = {
@@ -382,6 +384,7 @@ def run_sweep(
     finally:
         if bar is not None:
             bar.close()
+    clean_staging(root)
     if report.done or not (out_dir / "flows.parquet").exists():
         write_flows_table(out_dir)
     report.wall_s = time.perf_counter() - started
@@ -433,13 +436,16 @@ class _ProgressBar:
             TextColumn("ETA"),
             TimeRemainingColumn(),
             console=Console(stderr=True),
-            transient=False,
+            # No refresh thread: the pool may need to fork workers again (after a worker
+            # died), and forking a process with threads is unsafe.
+            auto_refresh=False,
         )
         self._task = self._progress.add_task(name, total=total, failed="")
         self._progress.start()
 
     def advance(self, failed: int) -> None:
         self._progress.update(self._task, advance=1, failed=f"{failed} failed" if failed else "")
+        self._progress.refresh()
 
     def close(self) -> None:
         self._progress.stop()
