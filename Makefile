@@ -13,7 +13,6 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name Cargo.toml)
 INSTALLED := $(VENV)/.installed
 
-HEADLINE := 500mbit_200ms_100KB
 
 .PHONY: install system-deps test run
 
@@ -43,6 +42,6 @@ test: install
 	$(VENV)/bin/pytest
 
 run: install
-	for cc in cubic bbr; do \
-		$(VENV)/bin/cclab run examples/headline_$${cc}_$(HEADLINE).toml --out out/headline_$${cc}_$(HEADLINE) || exit $$?; \
-	done
+	# The main job: the "When to use BBR" study (Cao et al., IMC 2019) on the simulator:
+	# 640 runs + finite-flow runs, figures, decision tree and summary in out/cao2019/.
+	$(VENV)/bin/cclab reproduce cao2019 --out out/cao2019
