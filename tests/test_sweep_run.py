@@ -188,3 +188,20 @@ def test_a_worker_that_dies_fails_only_its_own_run_and_the_others_finish(tmp_pat
     assert report.done == 7
     assert_only_complete_runs(tmp_path)
     assert not list((tmp_path / "runs").glob(".*"))
+
+
+def test_the_demo_sweep_of_the_readme_runs_and_lists_what_it_skipped_and_why(tmp_path: Path) -> None:
+    from conftest import EXAMPLES, run_cli
+
+    out = tmp_path / "demo"
+    done = run_cli("sweep", EXAMPLES / "sweeps" / "demo.toml", "--out", out, "--jobs", "2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "10 done, 0 resumed, 2 skipped, 0 failed of 10 runs" in lines[0]
+    assert lines[1] == "  skipped 2: BBR's probe gain only matters where the buffer is shallow"
+    assert "demo" in done.stderr and "10/10" in done.stderr  # the progress bar
+    flows = load_flows(out)
+    assert len(flows) == 10 and (flows["goodput_mbps"] > 0).all()
+    assert (out / "flows.parquet").is_file()
+    again = run_cli("sweep", EXAMPLES / "sweeps" / "demo.toml", "--out", out)
+    assert "0 done, 10 resumed, 2 skipped" in again.stdout

@@ -75,7 +75,7 @@ def validate(spec: SpecArgument) -> None:
 @app.command()
 def sweep(
     sweep_file: Annotated[Path, typer.Argument(metavar="SWEEP.toml", help="sweep file (see README)", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", help="output folder (resumes what is already there)")],
+    out: Annotated[Path | None, typer.Option("--out", help="output folder; resumes what is already there [default: out/<sweep name>]")] = None,
     engine: Annotated[str | None, typer.Option(help=f"{' | '.join(ENGINE_NAMES)} [default: the base scenario's engine]")] = None,
     jobs: Annotated[int | None, typer.Option(help="parallel runs [default: CPU count for sim, 1 for kernel]")] = None,
 ) -> None:
@@ -83,7 +83,7 @@ def sweep(
     from cclab.sweep import SweepInterrupted, run_sweep
 
     try:
-        report = run_sweep(sweep_file, out, engine=engine, jobs=jobs, progress=True)
+        report = run_sweep(sweep_file, out if out is not None else Path("out") / sweep_file.stem, engine=engine, jobs=jobs)
     except CclabError as error:
         _fail(error)
     except SweepInterrupted as interrupt:
