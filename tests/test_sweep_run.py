@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cclab.results import RunResult
-from cclab.store import finished_runs, load_flows
+from cclab.store import finished_runs, load_failures, load_flows
 from cclab.sweep import Sweep, expand, run_sweep
 
 pytestmark = pytest.mark.sim
@@ -101,10 +101,12 @@ def test_a_run_that_raises_is_recorded_as_failed_and_the_sweep_goes_on(tmp_path:
     assert sorted(f["run_key"] for f in logged) == sorted(f["run_key"] for f in report.failed)
     assert all(f["axis_values"] == {"bottleneck.rate_mbps": 20, "flows.0.cc": "bbr"} for f in logged)
     assert len(finished_runs(tmp_path)) == 6
+    assert sorted(load_failures(tmp_path)["run_key"]) == sorted(f["run_key"] for f in report.failed)
     # Failed runs are not finished: the next sweep tries them again.
     monkeypatch.setattr(SimEngine, "run", original)
     again = run_sweep(Sweep.from_dict(SMALL), tmp_path, jobs=1, progress=False)
     assert (again.done, again.resumed, again.failed) == (2, 6, [])
+    assert load_failures(tmp_path).empty
 
 
 def start_sweep(sweep_file: Path, out: Path, *args: str) -> subprocess.Popen[str]:
@@ -151,11 +153,12 @@ def test_a_sweep_killed_with_sigkill_resumes_without_redoing_finished_runs(tmp_p
     assert sorted(flows.groupby("cc")["seed"].apply(sorted).tolist()) == [[1, 2, 3, 4, 5, 6]] * 3
 
 
-def test_ctrl_c_stops_a_sweep_with_only_complete_runs_on_disk_and_a_rerun_finishes_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_stops_a_sweep_with_only_complete_runs_on_disk_and_a_rerun_finishes_it(jobs: str, tmp_path: Path) -> None:
     sweep_file = tmp_path / "slow.toml"
     sweep_file.write_text(SLOW_SWEEP, encoding="utf-8")
     out = tmp_path / "out"
-    process = start_sweep(sweep_file, out, "--jobs", "2")
+    process = start_sweep(sweep_file, out, "--jobs", jobs)
     wait_for_runs(out, 2, process)
     os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     stdout, stderr = process.communicate(timeout=30)

@@ -213,7 +213,24 @@ def _read_cache(out_dir: str | os.PathLike[str]) -> pd.DataFrame | None:
         frame = pd.read_parquet(path)
     except (OSError, ValueError):
         return None  # unreadable: rebuilt from the run folders
-    return frame if "run_key" in frame.columns else None
+    # A table written by another version of cclab, with other columns, is not used.
+    return frame if set(RUN_COLUMNS) <= set(frame.columns) else None
+
+
+def load_failures(out_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """The runs that failed and have not finished since: the latest failures.jsonl entry of each."""
+    path = Path(out_dir) / "failures.jsonl"
+    columns = ["run_key", "axis_values", "repetition", "error", "engine", "time"]
+    if not path.is_file():
+        return pd.DataFrame(columns=columns)
+    latest: dict[str, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            latest[entry["run_key"]] = entry
+    finished = finished_runs(out_dir)
+    rows = [entry for key, entry in latest.items() if key not in finished]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def series_files(out_dir: str | os.PathLike[str], name: str, run_keys: Iterable[str] | None = None) -> list[Path]:

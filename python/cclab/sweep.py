@@ -376,17 +376,20 @@ def run_sweep(
                     _append_failure(out_dir, {**failure, "engine": engine, "time": time.time()})
                 if bar is not None:
                     bar.advance(len(report.failed))
+        if bar is not None:
+            bar.close()
+            bar = None
+        clean_staging(root)
+        if report.done or not (out_dir / "flows.parquet").exists():
+            write_flows_table(out_dir)
     except KeyboardInterrupt:
-        report.interrupted = True
+        report.interrupted = report.remaining > 0
         clean_staging(root, stopped=os.getpid())
         report.wall_s = time.perf_counter() - started
         raise SweepInterrupted(report) from None
     finally:
         if bar is not None:
             bar.close()
-    clean_staging(root)
-    if report.done or not (out_dir / "flows.parquet").exists():
-        write_flows_table(out_dir)
     report.wall_s = time.perf_counter() - started
     return report
 
