@@ -200,3 +200,12 @@ def test_the_sweep_command_reports_a_bad_sweep_on_one_line_with_exit_2_and_write
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("error: ") and fragment in lines[0], lines[0]
     assert not out.exists()
+
+
+def test_an_engine_axis_gives_each_run_its_engine_unless_the_caller_names_one() -> None:
+    compared = sweep(axes={"engine": ["sim", "kernel"]})
+    runs = expand(compared)
+    assert [r.engine for r in runs] == ["sim", "kernel"]
+    assert runs[0].scenario.resolve() == runs[1].scenario.resolve() and runs[0].run_key != runs[1].run_key
+    forced = expand_all(compared, engine="sim")
+    assert [r.engine for r in forced.runs] == ["sim"] and len(forced.duplicates) == 1

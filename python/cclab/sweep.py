@@ -189,8 +189,7 @@ def expand(sweep: Sweep, engine: str | None = None) -> list[RunSpec]:
 
 def expand_all(sweep: Sweep, engine: str | None = None) -> Expansion:
     """The runs, the skipped combinations with their reasons, and duplicate configs."""
-    base = sweep.base_scenario  # a bad base is reported as such, before any axis
-    engine = engine or base.engine
+    sweep.base_scenario  # a bad base is reported as such, before any axis
     paths = list(sweep.axes)
     combos = list(itertools.product(*(sweep.axes[path] for path in paths)))
     if len(combos) * sweep.repetitions > MAX_RUNS:
@@ -209,7 +208,9 @@ def expand_all(sweep: Sweep, engine: str | None = None) -> Expansion:
         scenario = _validated(data, axis_values)
         for repetition in range(sweep.repetitions):
             seeded = scenario.model_copy(update={"seed": scenario.seed + repetition})
-            spec = RunSpec(run_key(seeded.resolve(), engine), seeded, axis_values, repetition, engine)
+            # The engine: the caller's (--engine), else the scenario's, which an axis may vary.
+            run_engine = engine or seeded.engine
+            spec = RunSpec(run_key(seeded.resolve(), run_engine), seeded, axis_values, repetition, run_engine)
             if spec.run_key in seen:
                 expansion.duplicates.append(spec)
                 continue
@@ -315,8 +316,9 @@ def run_sweep(
     if not isinstance(sweep, Sweep):
         sweep = Sweep.from_toml(sweep)
     expansion = expand_all(sweep, engine)
-    engine = engine or sweep.base_scenario.engine
-    jobs = default_jobs(engine) if jobs is None else jobs
+    engines = sorted({spec.engine for spec in expansion.runs}) or [engine or sweep.base_scenario.engine]
+    engine_label = "+".join(engines)
+    jobs = min(default_jobs(name) for name in engines) if jobs is None else jobs
     if jobs < 1:
         raise SpecError(f"jobs: must be >= 1 (got {jobs})")
     out_dir = Path(out_dir)
@@ -326,14 +328,14 @@ def run_sweep(
     root = runs_dir(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     clean_staging(root)
-    _write_manifest(out_dir, sweep, engine, expansion)
+    _write_manifest(out_dir, sweep, engine_label, expansion)
     finished = finished_runs(out_dir)
     todo = [spec for spec in expansion.runs if spec.run_key not in finished]
     # Longest runs first, so that no long run is left alone on one worker at the end.
     todo.sort(key=_cost_estimate, reverse=True)
     report = SweepReport(
         out_dir=out_dir,
-        engine=engine,
+        engine=engine_label,
         jobs=min(jobs, max(len(todo), 1)),
         planned=len(expansion.runs),
         resumed=len(expansion.runs) - len(todo),
@@ -344,7 +346,7 @@ def run_sweep(
     tasks = [
         RunTask(
             run_key=spec.run_key,
-            engine=engine,
+            engine=spec.engine,
             scenario=spec.scenario.model_dump(mode="json"),
             axis_values=spec.axis_values,
             repetition=spec.repetition,
@@ -373,7 +375,7 @@ def run_sweep(
                         "error": outcome.error,
                     }
                     report.failed.append(failure)
-                    _append_failure(out_dir, {**failure, "engine": engine, "time": time.time()})
+                    _append_failure(out_dir, {**failure, "engine": spec.engine, "time": time.time()})
                 if bar is not None:
                     bar.advance(len(report.failed))
         if bar is not None:
@@ -405,7 +407,7 @@ def _write_manifest(out_dir: Path, sweep: Sweep, engine: str, expansion: Expansi
         "sweep": sweep.model_dump(mode="json"),
         "engine": engine,
         "runs": [
-            {"run_key": s.run_key, "axis_values": s.axis_values, "repetition": s.repetition, "seed": s.seed}
+            {"run_key": s.run_key, "engine": s.engine, "axis_values": s.axis_values, "repetition": s.repetition, "seed": s.seed}
             for s in expansion.runs
         ],
         "skipped": [{"axis_values": s.axis_values, "reason": s.reason} for s in expansion.skipped],
