@@ -209,3 +209,8 @@ def test_an_engine_axis_gives_each_run_its_engine_unless_the_caller_names_one() 
     assert runs[0].scenario.resolve() == runs[1].scenario.resolve() and runs[0].run_key != runs[1].run_key
     forced = expand_all(compared, engine="sim")
     assert [r.engine for r in forced.runs] == ["sim"] and len(forced.duplicates) == 1
+
+
+def test_an_unknown_engine_is_refused_before_anything_runs() -> None:
+    with pytest.raises(SpecError, match='^engine: must be one of "sim" or "kernel" \\(got "ns3"\\)$'):
+        expand(sweep(), engine="ns3")
