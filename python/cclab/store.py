@@ -155,6 +155,9 @@ def flows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if frame.empty:
         return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in {**RUN_COLUMNS, **FLOW_COLUMNS}.items()})
+    for name in (*RUN_COLUMNS, *FLOW_COLUMNS):
+        if name not in frame.columns:  # an engine that does not report a metric: null
+            frame[name] = None
     axes = sorted(name for name in frame.columns if name.startswith("flows_"))
     bottleneck = [name for name in frame.columns if name.startswith("bottleneck_")]
     known = set(RUN_COLUMNS) | set(FLOW_COLUMNS) | set(axes) | set(bottleneck)
@@ -164,8 +167,18 @@ def flows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         if name in frame.columns:
             frame[name] = frame[name].astype("Int64")  # one of the two is null
     for name, dtype in {**RUN_COLUMNS, **FLOW_COLUMNS}.items():
-        frame[name] = pd.to_numeric(frame[name]).astype(dtype) if dtype == "float64" else frame[name].astype(dtype)
+        column = frame[name]
+        if dtype == "float64":
+            frame[name] = pd.to_numeric(column).astype(dtype)
+        elif column.isna().any():
+            frame[name] = column.astype(_NULLABLE.get(dtype, dtype))
+        else:
+            frame[name] = column.astype(dtype)
     return frame.reset_index(drop=True)
+
+
+# Where a column that is always set has a gap (a metric an engine does not report).
+_NULLABLE = {"int64": "Int64", "bool": "boolean"}
 
 
 def load_flows(out_dir: str | os.PathLike[str]) -> pd.DataFrame:
