@@ -104,6 +104,15 @@ def test_the_run_key_is_stable_and_changes_with_any_config_field_or_the_engine()
     assert run_key(lossy, "sim") != first[0].run_key
 
 
+def test_run_key_changes_with_the_engines_model_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cclab.engines.sim import SimEngine
+
+    config = {"seed": 1, "duration_ns": 1}
+    before = run_key(config, "sim")
+    monkeypatch.setattr(SimEngine, "model_version", "sim-999")
+    assert run_key(config, "sim") != before
+
+
 def test_combinations_that_resolve_to_the_same_config_run_once() -> None:
     # 10 Mbit/s x 10 ms = 12,500 B: "1bdp" and "12500B" are the same queue.
     expansion = expand_all(sweep(axes={"bottleneck.buffer": ["1bdp", "12500B"]}))

@@ -9,3 +9,6 @@ def run_json(config_json: str) -> str:
     Raises ValueError when the config does not match the contract.
     """
     ...
+
+def model_version() -> int:
+    """Version of the simulated behaviour; sweeps key runs on it."""

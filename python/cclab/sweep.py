@@ -179,8 +179,12 @@ class Expansion:
 
 
 def run_key(config: dict[str, Any], engine: str) -> str:
-    """A stable name for a run: hash of its resolved engine config and the engine."""
-    text = json.dumps({"engine": engine, "config": config}, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    """A stable name for a run: hash of its resolved engine config, the engine and the
+    engine's model version (so a changed simulator never reuses an old run)."""
+    from cclab.engines.base import get_engine
+
+    model = get_engine(engine).model_version
+    text = json.dumps({"engine": engine, "model": model, "config": config}, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

@@ -18,10 +18,17 @@ fn constants() -> (u32, u32, u32) {
     (cclab_sim::MSS_BYTES, cclab_sim::FRAME_OVERHEAD_BYTES, cclab_sim::FULL_FRAME_BYTES)
 }
 
+/// Version of the simulated behaviour (`cclab_sim::MODEL_VERSION`).
+#[pyfunction]
+fn model_version() -> u32 {
+    cclab_sim::MODEL_VERSION
+}
+
 #[pymodule]
 fn _sim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
     m.add_function(wrap_pyfunction!(constants, m)?)?;
+    m.add_function(wrap_pyfunction!(model_version, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

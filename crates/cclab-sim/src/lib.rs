@@ -19,6 +19,11 @@ pub use config::SimConfig;
 pub use result::SimResult;
 pub use sim::Simulation;
 
+/// Version of the simulated behaviour. Bump it whenever a change alters what
+/// a run produces: sweeps key finished runs on it, so old results are not
+/// reused for a different model.
+pub const MODEL_VERSION: u32 = 1;
+
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;
 /// Headers on the wire: 12 B timestamps option + 20 B TCP + 20 B IP + 14 B Ethernet.

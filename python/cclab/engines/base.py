@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 @runtime_checkable
 class Engine(Protocol):
     name: str
+    #: Changes whenever the engine's behaviour changes, so sweeps never reuse a run
+    #: produced by another version of the model.
+    model_version: str
 
     def run(self, scenario: Scenario) -> RunResult: ...
 

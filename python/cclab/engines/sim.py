@@ -15,6 +15,14 @@ if TYPE_CHECKING:
 class SimEngine:
     name = "sim"
 
+    @property
+    def model_version(self) -> str:
+        try:
+            from cclab import _sim
+        except ImportError as error:
+            raise EngineUnavailable(f"sim engine: the Rust extension is not built ({error}); run `make install`") from None
+        return f"sim-{_sim.model_version()}"
+
     def run(self, scenario: Scenario) -> RunResult:
         config = scenario.resolve()
         try:

@@ -32,6 +32,8 @@ class KernelEngine:
     """Adapter for cclab.engines.base's registry: a Scenario in, a RunResult out."""
 
     name = "kernel"
+    #: 2: sender sockets start under reno, so CUBIC no longer inherits BBR's pacing.
+    model_version = "kernel-2"
 
     def run(self, scenario: Scenario) -> RunResult:
         from cclab.results import RunResult
