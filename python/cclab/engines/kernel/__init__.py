@@ -33,7 +33,9 @@ class KernelEngine:
 
     name = "kernel"
     #: 2: sender sockets start under reno, so CUBIC no longer inherits BBR's pacing.
-    model_version = "kernel-2"
+    #: 3: finite flows complete: a receiver reads every byte, FCT from the data SYN to the
+    #: last byte's arrival, flows still going at the end of the run are stopped there.
+    model_version = "kernel-3"
 
     def run(self, scenario: Scenario) -> RunResult:
         from cclab.results import RunResult

@@ -41,6 +41,11 @@ class Measured:
     delay_mechanism: str = netem.DELAY_LINE
     netem_qdiscs: list = field(default_factory=list)
     netem_stats: dict = field(default_factory=dict)
+    #: Finite flows (finite.py), times in seconds since the run's t0: the SYN of each data
+    #: connection, the receiver's record per flow, and the flows stopped at the run's end.
+    syn_s: dict[int, float] = field(default_factory=dict)
+    received: dict[int, dict] = field(default_factory=dict)
+    cut_at_end: set[int] = field(default_factory=set)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -56,18 +61,25 @@ def flow_result(m: Measured, p: FlowPlan) -> dict:
     recv_pkts = m.receiver_counters.get(("recv", p.index), (0, 0))[0]
     queue_drops = max(0, sent_pkts - loss_pkts - recv_pkts)
     srtts_ms = [s.srtt_us / 1000 for s in rows.samples if s.srtt_us > 0]
-    seconds = c.seconds_received
-    completed = p.size_bytes is not None and c.ok and c.bytes_received >= p.size_bytes
+    if p.size_bytes is not None:
+        delivered, start_s, end_s, fct_s = finite_times(m, p)
+        completed = fct_s is not None
+    else:
+        delivered, start_s, end_s = c.bytes_received, p.start_s, p.start_s + c.seconds_received
+        completed, fct_s = False, None
+    active_s = end_s - start_s
+    # A client stopped at the run's end wrote no JSON: its socket's last TCP_INFO has the count.
+    retrans = c.retransmits if c.ok else (last.total_retrans if last is not None else 0)
     return {
         "flow_id": p.flow_id,
         "cc": p.cc,
-        "start_s": p.start_s,
-        "end_s": p.start_s + seconds,
-        "goodput_mbps": c.bytes_received * 8 / seconds / 1e6 if seconds > 0 else 0.0,
-        "bytes_delivered": c.bytes_received,
+        "start_s": start_s,
+        "end_s": end_s,
+        "goodput_mbps": delivered * 8 / active_s / 1e6 if active_s > 0 else 0.0,
+        "bytes_delivered": delivered,
         "bytes_sent": max(0, sent_bytes - HEADERS_BYTES * sent_pkts),
         "data_segments_sent": sent_pkts,
-        "retrans_segments": c.retransmits,
+        "retrans_segments": retrans,
         "lost_segments": queue_drops + loss_pkts,
         "queue_drop_segments": queue_drops,
         "random_loss_segments": loss_pkts,
@@ -77,9 +89,25 @@ def flow_result(m: Measured, p: FlowPlan) -> dict:
         "rtt_p50_ms": _pct(srtts_ms, 50) if srtts_ms else None,
         "rtt_p95_ms": _pct(srtts_ms, 95) if srtts_ms else None,
         "rtt_max_ms": max(srtts_ms) if srtts_ms else None,
-        "fct_s": seconds if completed else None,
+        "fct_s": fct_s,
         "completed": completed,
     }
+
+
+def finite_times(m: Measured, p: FlowPlan) -> tuple[int, float, float, float | None]:
+    """(bytes delivered, start, end, FCT or None) of a finite flow, from the receiver's
+    record and the SYN time (finite.py). It completed if all `size_bytes` reached the
+    receiving socket within the run; the active interval then ends at the last byte, else
+    at the end of the run (or the last byte that arrived, if the flow died earlier)."""
+    r = m.received.get(p.flow_id, {})
+    delivered = min(int(r.get("bytes_received", 0)), p.size_bytes)
+    # Without a SYN time (the client never connected) the flow's launch is the best there is.
+    start_s = m.syn_s.get(p.flow_id, p.start_s)
+    last = r.get("last_byte_s")
+    if delivered >= p.size_bytes and last is not None and last <= m.duration_s:
+        return delivered, start_s, last, last - start_s
+    alive_to = m.duration_s if p.flow_id in m.cut_at_end else r.get("latest_s") or m.duration_s
+    return delivered, start_s, max(start_s, min(alive_to, m.duration_s)), None
 
 
 def flow_series(m: Measured) -> dict:
@@ -187,8 +215,11 @@ def validity(m: Measured, flows: list[dict], bn: dict) -> dict:
         reasons.append(f"machine CPU idle {idle:.0%} is below {MIN_CPU_IDLE_FRACTION:.0%}")
     for p in m.plans:
         c = m.clients[p.flow_id]
-        if not c.ok:
+        if not c.ok and p.flow_id not in m.cut_at_end:
             reasons.append(f"flow {p.flow_id}: iperf3 failed: {c.error}")
+        error = m.received.get(p.flow_id, {}).get("error")
+        if error and p.flow_id not in m.cut_at_end:
+            reasons.append(f"flow {p.flow_id}: the receiver failed: {error}")
     return {"valid": not reasons, "reasons": reasons}
 
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cclab.engines.kernel import assemble, netem, probes, shaping, topology, traffic
+from cclab.engines.kernel import assemble, finite, netem, probes, shaping, topology, traffic
 from cclab.engines.kernel.delayline import DelayLine, queues_for
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.netns import RunNamespaces, cleanup_stale, new_run_id, ns_run
@@ -66,10 +66,16 @@ class _Started:
         self.procs: list = []
         self.delay_line: DelayLine | None = None
         self.sampler = None
+        self.receiver: finite.Receiver | None = None
+        self.start_watcher: finite.StartWatcher | None = None
 
     def stop_all(self) -> None:
         if self.sampler is not None:
             self.sampler.stop()
+        if self.start_watcher is not None:
+            self.start_watcher.stop()
+        if self.receiver is not None:
+            self.receiver.stop()
         for p in self.procs:
             if p.poll() is None:
                 p.kill()
@@ -152,6 +158,11 @@ def _run(  # noqa: PLR0915
         for i, f in enumerate(flows)
     ]
     started.procs += traffic.start_servers(topo.receiver, plans, workdir)
+    finite_plans = [p for p in plans if p.size_bytes is not None]
+    if finite_plans:
+        started.receiver = finite.Receiver(topo.receiver, finite_plans, workdir)
+        started.start_watcher = finite.StartWatcher(finite_plans)
+    traffic.wait_listening(topo.receiver, plans)
 
     flow_probes = {p.flow_id: probes.TcpInfoProbe(p.sender_ns, p.ports.client) for p in plans}
     tbf_probe = probes.TbfProbe(topo.router, topo.bottleneck_ifindex)
@@ -167,16 +178,29 @@ def _run(  # noqa: PLR0915
     report("running", total_s=duration_ns / 1e9)
     t0 = time.monotonic()
     sampler.start(t0)
+    if started.receiver is not None:
+        started.receiver.set_run_end(t0 + duration_ns / 1e9)
     clients: dict[int, object] = {}
     pending = sorted(plans, key=lambda p: p.start_s)
     deadline = traffic.client_deadline_s(plans, duration_ns, max(delays) / 1e9)
+    # A finite flow still going at the end of the run is stopped there, as the simulator
+    # stops it: not completed, with the bytes that arrived until then.
+    cut_at_end: set[int] = set()
     last_report = 0.0
     while pending or any(c.poll() is None for c in clients.values()):
         now = time.monotonic() - t0
         while pending and pending[0].start_s <= now:
             p = pending.pop(0)
+            if started.start_watcher is not None:
+                started.start_watcher.launched(p.flow_id, time.monotonic())
             clients[p.flow_id] = traffic.start_client(p, workdir)
             started.procs.append(clients[p.flow_id])
+        if now > duration_ns / 1e9:
+            for p in finite_plans:
+                c = clients.get(p.flow_id)
+                if c is not None and c.poll() is None:
+                    c.kill()
+                    cut_at_end.add(p.flow_id)
         if now > deadline:
             break
         if started.delay_line is not None and not started.delay_line.alive():
@@ -191,6 +215,16 @@ def _run(  # noqa: PLR0915
             c.kill()
     sampler.stop()
     started.sampler = None
+    syn_s: dict[int, float] = {}
+    received: dict[int, dict] = {}
+    if started.start_watcher is not None:
+        syn_s = {fid: t - t0 for fid, t in started.start_watcher.stop().items()}
+        started.start_watcher = None
+    if started.receiver is not None:
+        received = _relative_to(started.receiver.stop(), t0)
+        if not received:
+            raise KernelEngineError(f"the finite-flow receiver wrote no report: {started.receiver.log_tail()}")
+        started.receiver = None
     tbf_last = tbf_probe_final(topo)
     softnet_growth = probes.softnet_dropped() - softnet0
     died = started.delay_line is not None and not started.delay_line.alive()
@@ -202,7 +236,7 @@ def _run(  # noqa: PLR0915
     client_reports = {p.flow_id: traffic.read_client(workdir / f"client{p.index}.json") for p in plans}
     if timed_out:
         for p in plans:
-            if not client_reports[p.flow_id].ok:
+            if not client_reports[p.flow_id].ok and p.flow_id not in cut_at_end:
                 client_reports[p.flow_id].error = f"did not finish within {deadline:.0f} s"
 
     report("assembling")
@@ -213,6 +247,7 @@ def _run(  # noqa: PLR0915
         duration_s=duration_ns / 1e9, wall_s=time.monotonic() - wall0,
         queue_limit_bytes=b.get("queue_limit_bytes"), queue_limit_packets=b.get("queue_limit_packets"),
         delay_mechanism=choice.mechanism, netem_qdiscs=netem_qdiscs, netem_stats=netem_stats,
+        syn_s=syn_s, received=received, cut_at_end=cut_at_end,
     )  # fmt: skip
     flow_results = [assemble.flow_result(m, p) for p in plans]
     qs = assemble.queue_series(m)
@@ -237,6 +272,12 @@ def _run(  # noqa: PLR0915
     }  # fmt: skip
     report("done")
     return result
+
+
+def _relative_to(records: dict[int, dict], t0: float) -> dict[int, dict]:
+    """The receiver's monotonic times as seconds since the run's t0."""
+    keys = ("accept_s", "last_byte_s", "latest_s")
+    return {fid: {**r, **{k: r[k] - t0 for k in keys if r.get(k) is not None}} for fid, r in records.items()}
 
 
 def tbf_probe_final(topo: topology.Topology) -> probes.QdiscStats:

@@ -20,6 +20,10 @@ from cclab.engines.kernel.topology import RECEIVER_IP
 SERVER_BASE_PORT = 5201
 CLIENT_BASE_PORT = 40000
 LISTEN_TIMEOUT_S = 10.0
+#: iperf3's default TCP block (128 KiB) is the most it writes at once.
+MAX_BLOCK_BYTES = 128 * 1024
+#: Smaller blocks would cost many more write() calls than they save.
+MIN_BLOCK_BYTES = 1024
 
 
 def ports_for(n_flows: int) -> list[FlowPorts]:
@@ -45,8 +49,11 @@ def plan_seconds(duration_ns: int, start_ns: int) -> int:
 
 
 def start_servers(receiver_ns: str, plans: list[FlowPlan], workdir: Path) -> list[subprocess.Popen]:
+    """One `iperf3 -s` per unbounded flow; finite flows are served by receiver.py (finite.py)."""
     procs = []
     for p in plans:
+        if p.size_bytes is not None:
+            continue
         with open(workdir / f"server{p.index}.json", "w") as out:  # the child keeps its own copy
             procs.append(
                 subprocess.Popen(
@@ -55,21 +62,41 @@ def start_servers(receiver_ns: str, plans: list[FlowPlan], workdir: Path) -> lis
                     stderr=subprocess.STDOUT,
                 )
             )
+    return procs
+
+
+def wait_listening(receiver_ns: str, plans: list[FlowPlan]) -> None:
     wanted = {p.ports.server for p in plans}
     deadline = time.monotonic() + LISTEN_TIMEOUT_S
     while time.monotonic() < deadline:
         listening = ns_run(receiver_ns, "ss", "-Hltn", check=False)
         ports = {int(line.split()[3].rsplit(":", 1)[1]) for line in listening.splitlines() if line.strip()}
         if wanted <= ports:
-            return procs
+            return
         time.sleep(0.02)
-    raise RuntimeError("iperf3 servers did not start listening")
+    raise RuntimeError("the flows' servers did not start listening")
+
+
+def block_bytes(size_bytes: int) -> int | None:
+    """The largest write size in [MIN_BLOCK_BYTES, MAX_BLOCK_BYTES] that divides
+    `size_bytes`, so that iperf3 -n sends exactly the flow's bytes (3.12 writes whole
+    blocks); None, iperf3's default block, if there is none: it then overshoots by less
+    than a block, and the receiver stops counting at `size_bytes` anyway."""
+    for block in range(min(MAX_BLOCK_BYTES, size_bytes), MIN_BLOCK_BYTES - 1, -1):
+        if size_bytes % block == 0:
+            return block
+    return None
 
 
 def start_client(p: FlowPlan, workdir: Path) -> subprocess.Popen:
     args = ["iperf3", "-c", RECEIVER_IP, "-p", str(p.ports.server), "--cport", str(p.ports.client)]
     args += ["-C", p.cc, "--json", "-i", "0"]
-    args += ["-n", str(p.size_bytes)] if p.size_bytes is not None else ["-t", str(p.seconds)]
+    if p.size_bytes is not None:
+        args += ["-n", str(p.size_bytes)]
+        block = block_bytes(p.size_bytes)
+        args += ["-l", str(block)] if block is not None else []
+    else:
+        args += ["-t", str(p.seconds)]
     with open(workdir / f"client{p.index}.json", "w") as out:  # the child keeps its own copy
         return subprocess.Popen(["ip", "netns", "exec", p.sender_ns, *args], stdout=out, stderr=subprocess.STDOUT)
 
