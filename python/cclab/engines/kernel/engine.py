@@ -199,7 +199,7 @@ def _run(  # noqa: PLR0915
             for p in finite_plans:
                 c = clients.get(p.flow_id)
                 if c is not None and c.poll() is None:
-                    c.kill()
+                    finite.stop_at_run_end(p, c)
                     cut_at_end.add(p.flow_id)
         if now > deadline:
             break
@@ -225,6 +225,12 @@ def _run(  # noqa: PLR0915
         if not received:
             raise KernelEngineError(f"the finite-flow receiver wrote no report: {started.receiver.log_tail()}")
         started.receiver = None
+    if cut_at_end:
+        drain_probe = probes.TbfProbe(topo.router, topo.bottleneck_ifindex)
+        try:
+            finite.wait_queue_empty(drain_probe)
+        finally:
+            drain_probe.close()
     tbf_last = tbf_probe_final(topo)
     softnet_growth = probes.softnet_dropped() - softnet0
     died = started.delay_line is not None and not started.delay_line.alive()

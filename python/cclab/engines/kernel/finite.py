@@ -28,11 +28,36 @@ import time
 from pathlib import Path
 
 from cclab.engines.kernel import probes
+from cclab.engines.kernel.netns import ns_run
 from cclab.engines.kernel.traffic import FlowPlan
 
 RECEIVER_SCRIPT = Path(__file__).with_name("receiver.py")
 START_POLL_INTERVAL_S = 0.001
 RECEIVER_STOP_TIMEOUT_S = 10.0
+
+
+#: How long a stopped flow's last segments may take to leave the bottleneck queue.
+QUEUE_DRAIN_TIMEOUT_S = 2.0
+
+
+def stop_at_run_end(p: FlowPlan, client: subprocess.Popen) -> None:
+    """Stops a finite flow that is still going when the run ends. Killing the client is not
+    enough: its orphaned socket would go on sending what it had queued (megabytes, with
+    autotuned buffers), so the data socket is destroyed too (`ss -K`, SOCK_DESTROY), which
+    resets the connection and ends its traffic at once."""
+    client.kill()
+    ns_run(p.sender_ns, "ss", "-K", "-tn", "sport", "=", f":{p.ports.client}", check=False)
+
+
+def wait_queue_empty(tbf: probes.TbfProbe) -> None:
+    """Waits (briefly) for segments already in the bottleneck queue to reach the receiver,
+    so that the router's and the receiver's packet counters agree."""
+    deadline = time.monotonic() + QUEUE_DRAIN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        stats = tbf.sample()
+        if stats is None or stats.backlog_bytes == 0:
+            return
+        time.sleep(0.005)
 
 
 class Receiver:

@@ -1,0 +1,97 @@
+"""Finite flows (`size_bytes`) on real TCP: every byte arrives, the FCT is timed, and a flow
+still going at the end of the run is stopped there."""
+
+from __future__ import annotations
+
+import pytest
+
+from cclab.engines.kernel import run
+from cclab.engines.kernel.traffic import block_bytes
+from kernelcase import make_config, requires_kernel_engine
+
+FRAME_BYTES = 1514
+PAYLOAD_BYTES = 1448
+RATE_BPS = 50_000_000
+RTT_S = 0.020
+ONE_BDP_BYTES = 125_000  # 50 Mbit/s x 20 ms
+
+
+def floor_fct_s(size_bytes: int) -> float:
+    """One RTT of handshake plus the bytes at the payload ceiling of the link."""
+    return size_bytes * 8 / (RATE_BPS * PAYLOAD_BYTES / FRAME_BYTES) + RTT_S
+
+
+@pytest.fixture(scope="module")
+def one_flow_result() -> dict:
+    config = make_config([{"cc": "cubic", "size_bytes": 5_000_000}], queue_limit_bytes=ONE_BDP_BYTES,
+                         duration_ns=4_000_000_000)  # fmt: skip
+    return run(config)
+
+
+@pytest.fixture(scope="module")
+def two_flow_result() -> dict:
+    config = make_config([{"cc": "cubic", "size_bytes": 5_000_000}, {"cc": "cubic", "size_bytes": 1_500_000}],
+                         queue_limit_bytes=ONE_BDP_BYTES, duration_ns=5_000_000_000)  # fmt: skip
+    return run(config)
+
+
+@requires_kernel_engine
+def test_a_5_mb_cubic_flow_delivers_every_byte_and_completes(one_flow_result: dict) -> None:
+    flow = one_flow_result["flows"][0]
+    assert flow["completed"] is True
+    assert flow["bytes_delivered"] == 5_000_000
+    assert one_flow_result["validity"]["valid"], one_flow_result["validity"]["reasons"]
+
+
+@requires_kernel_engine
+def test_the_fct_lies_between_the_physical_floor_and_a_generous_bound(one_flow_result: dict) -> None:
+    flow = one_flow_result["flows"][0]
+    floor = floor_fct_s(5_000_000)  # 0.857 s
+    # Slow start and one loss episode cost a few RTTs; three times the floor means broken.
+    assert floor <= flow["fct_s"] <= 3 * floor, (flow["fct_s"], floor)
+
+
+@requires_kernel_engine
+def test_the_fct_is_the_flows_active_interval_and_goodput_follows_from_it(one_flow_result: dict) -> None:
+    flow = one_flow_result["flows"][0]
+    assert flow["end_s"] - flow["start_s"] == pytest.approx(flow["fct_s"])
+    # The flow starts with its data connection's SYN, after iperf3's control connection
+    # (a few RTTs), not before the scheduled start.
+    assert 0 < flow["start_s"] < 1.0
+    assert flow["goodput_mbps"] == pytest.approx(5_000_000 * 8 / flow["fct_s"] / 1e6)
+
+
+@requires_kernel_engine
+def test_two_finite_flows_both_complete_and_the_smaller_finishes_first(two_flow_result: dict) -> None:
+    big, small = two_flow_result["flows"]
+    assert big["completed"] and small["completed"]
+    assert big["bytes_delivered"] == 5_000_000
+    assert small["bytes_delivered"] == 1_500_000
+    assert small["fct_s"] < big["fct_s"]
+    # Sharing the link, the pair cannot beat the link carrying both flows' bytes.
+    assert big["end_s"] - min(big["start_s"], small["start_s"]) >= floor_fct_s(6_500_000)
+
+
+@requires_kernel_engine
+def test_a_flow_too_big_for_the_run_is_stopped_at_its_end_and_counts_only_bytes_until_then() -> None:
+    duration_s = 2.0
+    config = make_config([{"cc": "cubic", "size_bytes": 50_000_000}], queue_limit_bytes=ONE_BDP_BYTES,
+                         duration_ns=int(duration_s * 1e9))  # fmt: skip
+    result = run(config)
+    flow = result["flows"][0]
+    assert flow["completed"] is False
+    assert flow["fct_s"] is None
+    ceiling_bytes = duration_s * RATE_BPS * PAYLOAD_BYTES / FRAME_BYTES / 8  # 11.96 MB
+    assert 0.5 * ceiling_bytes < flow["bytes_delivered"] <= ceiling_bytes
+    assert flow["end_s"] == pytest.approx(duration_s)
+    # Stopping the client at the end is the plan, not a failure.
+    assert result["validity"]["valid"], result["validity"]["reasons"]
+
+
+def test_iperf3_blocks_divide_the_flow_size_so_the_client_sends_exactly_it() -> None:
+    assert block_bytes(5_000_000) == 125_000
+    assert block_bytes(1_500_000) == 125_000
+    assert block_bytes(4096) == 4096
+    assert 5_000_000 % block_bytes(5_000_000) == 0
+    # A prime size has no usable divisor: iperf3's default block, overshoot under a block.
+    assert block_bytes(1_000_003) is None
