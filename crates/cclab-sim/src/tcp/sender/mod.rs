@@ -1,0 +1,453 @@
+//! The sending end of one TCP connection, following Linux `tcp_input.c` /
+//! `tcp_output.c` / `tcp_timer.c`: SACK scoreboard, RACK-TLP loss detection
+//! (RFC 8985), the Open/Disorder/Recovery/Loss state machine with PRR
+//! (RFC 6937), RTO (RFC 6298 with Linux's floor), internal pacing for CCs
+//! that ask for it, and delivery-rate sampling for the CC.
+//!
+//! Cost per ACK is O(log n) in the packets in flight: SACKed ranges live in
+//! an interval set, loss detection walks a time-ordered queue from its head
+//! and drops what it has decided, and lost packets wait in a min-heap.
+//!
+//! Deliberate simplifications (no effect on a single FIFO bottleneck, where
+//! nothing is reordered): no undo of spurious recovery (DSACK/F-RTO), no
+//! reordering-degree adaptation, no TSO/GSO (hosts run with offloads off),
+//! no slow-start-after-idle.
+
+mod recovery;
+mod timers;
+mod transmit;
+
+use crate::tcp::interval_set::IntervalSet;
+use crate::tcp::prr::Prr;
+use crate::tcp::rack::Rack;
+use crate::tcp::rate::{self, RateSampler, SampleBuilder, TxRecord};
+use crate::tcp::receiver::AckPacket;
+use crate::tcp::rtt::{RttEstimator, TCP_RTO_MAX};
+use crate::event::{Event, EventQueue, LazyTimer, TimerKind};
+use cclab_cc::{AckSample, AnyCc, CaState, CcConfig, CongestionControl, SimDuration, SimTime, TcpState};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// `TCP_TIMEOUT_MIN` (2 jiffies at HZ=1000): slack Linux adds to the
+/// reorder timer and to the loss probe timeout.
+pub const TCP_TIMEOUT_MIN: SimDuration = SimDuration::from_millis(2);
+/// Linux `tcp_update_skb_after_send`: sch_fq's habit of not pacing the first 10 packets.
+pub const UNPACED_INITIAL_SEGMENTS: u64 = 10;
+
+// Per-segment state bits (Linux TCPCB_SACKED_ACKED, TCPCB_LOST, TCPCB_EVER_RETRANS, TCPCB_SACKED_RETRANS).
+const SACKED: u8 = 1;
+const LOST: u8 = 2;
+const EVER_RETRANS: u8 = 4;
+const RETRANS_IN_FLIGHT: u8 = 8;
+
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    /// Time of the latest (re)transmission.
+    xmit_time: SimTime,
+    tx: TxRecord,
+    flags: u8,
+}
+
+/// What the single retransmission timer is armed for (Linux `icsk_pending`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum XmitTimer {
+    Rto,
+    LossProbe,
+    ReoTimeout,
+}
+
+/// A segment handed to the network.
+#[derive(Clone, Copy, Debug)]
+pub struct Transmission {
+    pub seq: u64,
+    pub payload_bytes: u32,
+    pub is_retransmission: bool,
+}
+
+/// Something worth showing on a timeline: CC mode changes, recovery, RTOs.
+#[derive(Clone, Debug)]
+pub struct FlowEvent {
+    pub time: SimTime,
+    pub kind: &'static str,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct SenderStats {
+    pub data_segments_sent: u64,
+    pub retrans_segments: u64,
+    pub bytes_sent: u64,
+    pub rto_count: u64,
+    pub loss_probes: u64,
+    /// One RTT sample (us) per ACK that produced one.
+    pub rtt_samples_us: Vec<u32>,
+}
+
+pub struct TcpSender {
+    pub flow_id: u32,
+    /// The state the CC reads and writes.
+    pub tcp: TcpState,
+    cc: AnyCc,
+    pacing: bool,
+    /// True once the CC has shown it owns cwnd (`cong_control`), like BBR.
+    cc_owns_cwnd: bool,
+    total_segments: Option<u64>,
+    last_segment_bytes: u32,
+    rwnd_segments: Option<u64>,
+
+    /// Outstanding segments, index = seq - snd_una.
+    segments: VecDeque<Segment>,
+    sacked_ranges: IntervalSet,
+    /// (send time, seq) in send order: RACK's `tsorted_sent_queue`. Entries go
+    /// stale when their segment is SACKed, marked lost or re-sent.
+    time_sorted: VecDeque<(SimTime, u64)>,
+    /// Lost segments waiting for retransmission, lowest first (validated on pop).
+    lost_queue: BinaryHeap<Reverse<u64>>,
+    sacked_out: u32,
+    lost_out: u32,
+    retrans_out: u32,
+
+    high_seq: u64,
+    prr: Prr,
+    rack: Rack,
+    rtt: RttEstimator,
+    rto_backoff: u32,
+    consecutive_rtos: u32,
+    retransmit_timer: LazyTimer,
+    xmit_timer_kind: XmitTimer,
+    pacing_timer: LazyTimer,
+    tlp_high_seq: Option<u64>,
+    rate: RateSampler,
+    cwnd_limited: bool,
+    max_packets_out: u64,
+    cwnd_usage_seq: u64,
+    data_segs_out: u64,
+
+    pub stats: SenderStats,
+    pub events: Vec<FlowEvent>,
+    last_mode: &'static str,
+    scratch_ranges: Vec<(u64, u64)>,
+}
+
+impl TcpSender {
+    pub fn new(flow_id: u32, cc_config: &CcConfig, mss_bytes: u32, size_bytes: Option<u64>, rwnd_bytes: Option<u64>, cc_seed: u64) -> Self {
+        let cc = cc_config.build(cc_seed);
+        let pacing = cc.needs_pacing();
+        let (total_segments, last_segment_bytes) = match size_bytes {
+            Some(size) => {
+                let full = size / mss_bytes as u64;
+                let rest = (size % mss_bytes as u64) as u32;
+                if rest == 0 {
+                    (Some(full), mss_bytes)
+                } else {
+                    (Some(full + 1), rest)
+                }
+            }
+            None => (None, mss_bytes),
+        };
+        let mut tcp = TcpState::new(mss_bytes);
+        tcp.app_limited = rate::APP_LIMITED_UNTIL_FIRST_DELIVERY;
+        TcpSender {
+            flow_id,
+            tcp,
+            cc,
+            pacing,
+            cc_owns_cwnd: false,
+            total_segments,
+            last_segment_bytes,
+            rwnd_segments: rwnd_bytes.map(|b| (b / mss_bytes as u64).max(1)),
+            segments: VecDeque::new(),
+            sacked_ranges: IntervalSet::default(),
+            time_sorted: VecDeque::new(),
+            lost_queue: BinaryHeap::new(),
+            sacked_out: 0,
+            lost_out: 0,
+            retrans_out: 0,
+            high_seq: 0,
+            prr: Prr::default(),
+            rack: Rack::default(),
+            rtt: RttEstimator::default(),
+            rto_backoff: 0,
+            consecutive_rtos: 0,
+            retransmit_timer: LazyTimer::default(),
+            xmit_timer_kind: XmitTimer::Rto,
+            pacing_timer: LazyTimer::default(),
+            tlp_high_seq: None,
+            rate: RateSampler::default(),
+            cwnd_limited: false,
+            max_packets_out: 0,
+            cwnd_usage_seq: 0,
+            data_segs_out: 0,
+            stats: SenderStats::default(),
+            events: Vec::new(),
+            last_mode: "",
+            scratch_ranges: Vec::new(),
+        }
+    }
+
+    pub fn total_segments(&self) -> Option<u64> {
+        self.total_segments
+    }
+
+    pub fn segment_bytes(&self, seq: u64) -> u32 {
+        match self.total_segments {
+            Some(total) if seq + 1 == total => self.last_segment_bytes,
+            _ => self.tcp.mss_bytes,
+        }
+    }
+
+    pub fn packets_out(&self) -> u64 {
+        self.tcp.snd_nxt - self.tcp.snd_una
+    }
+
+    /// `tcp_packets_in_flight`.
+    pub fn in_flight(&self) -> u32 {
+        (self.packets_out() as u32 + self.retrans_out).saturating_sub(self.sacked_out + self.lost_out)
+    }
+
+    pub fn srtt(&self) -> SimDuration {
+        self.rtt.srtt()
+    }
+
+    pub fn pacing_enabled(&self) -> bool {
+        self.pacing
+    }
+
+    pub fn cc(&self) -> &AnyCc {
+        &self.cc
+    }
+
+    /// All data sent and acknowledged.
+    pub fn is_finished(&self) -> bool {
+        self.total_segments.is_some_and(|t| self.tcp.snd_una >= t)
+    }
+
+    /// `tcp_is_cwnd_limited`.
+    fn is_cwnd_limited(&self) -> bool {
+        self.cwnd_limited || (self.tcp.in_slow_start() && (self.tcp.snd_cwnd as u64) < 2 * self.max_packets_out)
+    }
+
+    /// Refreshes the derived fields the CC reads.
+    fn sync_state(&mut self, now: SimTime) {
+        self.tcp.now = now;
+        self.tcp.packets_in_flight = self.in_flight();
+        self.tcp.is_cwnd_limited = self.is_cwnd_limited();
+        self.tcp.srtt = self.rtt.srtt();
+    }
+
+    fn rto_backed_off(&self) -> SimDuration {
+        SimDuration(self.rtt.rto().as_nanos().saturating_mul(1 << self.rto_backoff.min(16))).min(TCP_RTO_MAX)
+    }
+
+    fn segment(&self, seq: u64) -> &Segment {
+        &self.segments[(seq - self.tcp.snd_una) as usize]
+    }
+
+    fn segment_mut(&mut self, seq: u64) -> &mut Segment {
+        let idx = (seq - self.tcp.snd_una) as usize;
+        &mut self.segments[idx]
+    }
+
+    fn timer_event(&self, kind: TimerKind) -> Event {
+        Event::Timer(self.flow_id, kind)
+    }
+
+    pub fn start(&mut self, now: SimTime, queue: &mut EventQueue, out: &mut Vec<Transmission>) {
+        self.sync_state(now);
+        self.cc.init(&mut self.tcp);
+        self.note_mode(now);
+        self.transmit(now, queue, out);
+    }
+
+
+    pub fn on_ack(&mut self, now: SimTime, ack: &AckPacket, queue: &mut EventQueue, out: &mut Vec<Transmission>) {
+        let cum_ack = ack.cum_ack.min(self.tcp.snd_nxt);
+        if cum_ack < self.tcp.snd_una {
+            return; // old ACK
+        }
+        self.tcp.now = now;
+        let prior_snd_una = self.tcp.snd_una;
+        let prior_in_flight = self.in_flight();
+        let prior_delivered = self.tcp.delivered;
+        let prior_lost = self.tcp.lost;
+        let min_rtt = self.rtt.min_rtt();
+        let mut rs = SampleBuilder::default();
+        let mut first_sackt: Option<SimTime> = None;
+        let mut last_sackt: Option<SimTime> = None;
+        let mut newly_sacked = 0u32;
+
+        // tcp_sacktag_write_queue: only the parts of each block not yet SACKed.
+        let mut new_ranges = std::mem::take(&mut self.scratch_ranges);
+        new_ranges.clear();
+        for &(start, end) in ack.sacks() {
+            let (start, end) = (start.max(cum_ack), end.min(self.tcp.snd_nxt));
+            if start < end {
+                self.sacked_ranges.insert(start, end, |a, b| new_ranges.push((a, b)));
+            }
+        }
+        for &(a, b) in &new_ranges {
+            for seq in a..b {
+                newly_sacked += 1;
+                self.sack_one(now, seq, min_rtt, &mut rs, &mut first_sackt, &mut last_sackt);
+            }
+        }
+        self.scratch_ranges = new_ranges;
+
+        // tcp_clean_rtx_queue: the cumulative ACK.
+        let mut pkts_acked = 0u32;
+        let mut first_ackt: Option<SimTime> = None;
+        let mut last_ackt: Option<SimTime> = None;
+        let mut retrans_data_acked = false;
+        while self.tcp.snd_una < cum_ack {
+            let seq = self.tcp.snd_una;
+            let mut seg = self.segments.pop_front().expect("outstanding segment");
+            if seg.flags & SACKED != 0 {
+                self.sacked_out -= 1;
+            } else {
+                self.tcp.delivered += 1;
+                let retransmitted = seg.flags & EVER_RETRANS != 0;
+                self.rack.advance(now, seg.xmit_time, seq, retransmitted, min_rtt);
+                self.rate.on_delivered(&mut seg.tx, seg.xmit_time, seq, retransmitted, false, &mut rs);
+                if seg.flags & LOST != 0 {
+                    self.lost_out -= 1;
+                }
+                if retransmitted {
+                    retrans_data_acked = true;
+                } else {
+                    first_ackt.get_or_insert(seg.xmit_time);
+                    last_ackt = Some(seg.xmit_time);
+                }
+            }
+            if seg.flags & RETRANS_IN_FLIGHT != 0 {
+                self.retrans_out -= 1;
+            }
+            pkts_acked += 1;
+            self.tcp.snd_una += 1;
+        }
+        self.sacked_ranges.remove_below(cum_ack);
+        let snd_una_advanced = cum_ack > prior_snd_una;
+        if snd_una_advanced {
+            self.consecutive_rtos = 0;
+        }
+
+        // tcp_ack_update_rtt (Karn: no sample from retransmitted data).
+        let seq_rtt = match first_ackt {
+            Some(t) if !retrans_data_acked => Some(now - t),
+            _ => first_sackt.map(|t| now - t),
+        };
+        let ca_rtt = last_sackt.or(if retrans_data_acked { None } else { last_ackt }).map(|t| now - t);
+        if let (Some(seq_rtt), Some(ca_rtt)) = (seq_rtt, ca_rtt) {
+            self.rtt.update_min_rtt(ca_rtt);
+            self.rtt.on_sample(seq_rtt, self.tcp.snd_una, self.tcp.snd_nxt);
+            self.rto_backoff = 0;
+            self.stats.rtt_samples_us.push(ca_rtt.as_micros().min(u32::MAX as u64) as u32);
+        }
+        if pkts_acked > 0 || newly_sacked > 0 {
+            self.sync_state(now);
+            let sample = AckSample { pkts_acked, rtt: ca_rtt, in_flight: prior_in_flight };
+            self.cc.pkts_acked(&mut self.tcp, &sample);
+        }
+        if self.tlp_high_seq.is_some_and(|h| cum_ack >= h) {
+            self.tlp_high_seq = None;
+        }
+
+        // Loss detection and recovery state (only for "dubious" ACKs, as Linux).
+        let mut set_xmit_timer = snd_una_advanced;
+        if !snd_una_advanced || newly_sacked > 0 || self.tcp.ca_state != CaState::Open {
+            self.fastretrans_alert(now, &mut set_xmit_timer, queue);
+        }
+
+        // tcp_rate_gen + tcp_cong_control.
+        let newly_delivered = (self.tcp.delivered - prior_delivered) as u32;
+        let newly_lost = (self.tcp.lost - prior_lost) as u32;
+        if newly_delivered > 0 {
+            self.tcp.delivered_time = now;
+        }
+        let sample = rate::generate(&rs, now, self.tcp.delivered, newly_delivered, newly_lost, prior_in_flight, self.rtt.min_rtt(), ca_rtt, &mut self.tcp.app_limited);
+        self.sync_state(now);
+        if self.cc.cong_control(&mut self.tcp, &sample) {
+            self.cc_owns_cwnd = true;
+        } else if self.in_cwnd_reduction() {
+            let in_flight = self.in_flight();
+            if let Some(cwnd) = self.prr.on_ack(self.tcp.snd_ssthresh, in_flight, newly_delivered, newly_lost, snd_una_advanced) {
+                self.tcp.snd_cwnd = cwnd.max(1);
+            }
+        } else if snd_una_advanced {
+            self.cc.cong_avoid(&mut self.tcp, cum_ack, newly_delivered);
+        }
+        self.tcp.snd_cwnd = self.tcp.snd_cwnd.clamp(1, self.tcp.snd_cwnd_clamp);
+
+        if set_xmit_timer {
+            self.set_xmit_timer(now, queue);
+        }
+        if self.packets_out() == 0 {
+            self.retransmit_timer.cancel();
+        }
+        self.note_mode(now);
+        self.transmit(now, queue, out);
+    }
+
+    /// `tcp_sacktag_one` for a newly SACKed segment.
+    fn sack_one(&mut self, now: SimTime, seq: u64, min_rtt: Option<SimDuration>, rs: &mut SampleBuilder, first_sackt: &mut Option<SimTime>, last_sackt: &mut Option<SimTime>) {
+        let idx = (seq - self.tcp.snd_una) as usize;
+        let seg = &mut self.segments[idx];
+        debug_assert!(seg.flags & SACKED == 0);
+        let retransmitted = seg.flags & EVER_RETRANS != 0;
+        self.rack.advance(now, seg.xmit_time, seq, retransmitted, min_rtt);
+        if seg.flags & RETRANS_IN_FLIGHT != 0 {
+            // Only a retransmission of a lost segment is known to be what arrived.
+            if seg.flags & LOST != 0 {
+                seg.flags &= !(LOST | RETRANS_IN_FLIGHT);
+                self.lost_out -= 1;
+                self.retrans_out -= 1;
+            }
+        } else {
+            if !retransmitted {
+                first_sackt.get_or_insert(seg.xmit_time);
+                *last_sackt = Some(seg.xmit_time);
+            }
+            if seg.flags & LOST != 0 {
+                seg.flags &= !LOST;
+                self.lost_out -= 1;
+            }
+        }
+        seg.flags |= SACKED;
+        self.sacked_out += 1;
+        self.tcp.delivered += 1;
+        let xmit_time = seg.xmit_time;
+        let mut tx = seg.tx;
+        self.rate.on_delivered(&mut tx, xmit_time, seq, retransmitted, true, rs);
+        self.segments[idx].tx = tx;
+    }
+
+    /// Records a CC mode change as an event.
+    fn note_mode(&mut self, now: SimTime) {
+        let mode = self.cc.telemetry(&self.tcp).mode;
+        if !std::ptr::eq(mode, self.last_mode) && mode != self.last_mode {
+            self.events.push(FlowEvent { time: now, kind: "cc_mode", detail: mode.to_string() });
+            self.last_mode = mode;
+        }
+    }
+
+    /// Invariants of the scoreboard (checked by tests after every event).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut sacked = 0;
+        let mut lost = 0;
+        let mut retrans = 0;
+        for seg in &self.segments {
+            sacked += (seg.flags & SACKED != 0) as u32;
+            lost += (seg.flags & LOST != 0) as u32;
+            retrans += (seg.flags & RETRANS_IN_FLIGHT != 0) as u32;
+        }
+        if sacked != self.sacked_out || lost != self.lost_out || retrans != self.retrans_out {
+            return Err(format!(
+                "flow {}: counters sacked {}/{} lost {}/{} retrans {}/{}",
+                self.flow_id, self.sacked_out, sacked, self.lost_out, lost, self.retrans_out, retrans
+            ));
+        }
+        if self.segments.len() as u64 != self.packets_out() {
+            return Err(format!("flow {}: {} segments stored, {} outstanding", self.flow_id, self.segments.len(), self.packets_out()));
+        }
+        Ok(())
+    }
+}

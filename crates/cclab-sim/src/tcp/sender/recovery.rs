@@ -1,0 +1,182 @@
+//! Loss recovery (`tcp_fastretrans_alert`): the Open/Disorder/Recovery state machine,
+//! cwnd reduction bookkeeping, and RACK loss detection over the time-ordered queue.
+
+use super::{FlowEvent, TcpSender, XmitTimer, LOST, RETRANS_IN_FLIGHT, SACKED, TCP_TIMEOUT_MIN};
+use crate::event::EventQueue;
+use crate::tcp::prr::Prr;
+use crate::tcp::rack;
+use cclab_cc::{CaState, CongestionControl, CwndEvent, SimDuration, SimTime, INFINITE_SSTHRESH};
+use std::cmp::Reverse;
+
+impl TcpSender {
+
+    pub(super) fn set_ca_state(&mut self, now: SimTime, new_state: CaState) {
+        if self.tcp.ca_state == new_state {
+            return;
+        }
+        self.sync_state(now);
+        self.cc.set_state(&mut self.tcp, new_state);
+        self.events.push(FlowEvent { time: now, kind: "ca_state", detail: format!("{:?}", new_state).to_lowercase() });
+        self.tcp.ca_state = new_state;
+    }
+
+    pub(super) fn in_cwnd_reduction(&self) -> bool {
+        matches!(self.tcp.ca_state, CaState::Recovery | CaState::Cwr)
+    }
+
+    /// `tcp_init_cwnd_reduction`.
+    pub(super) fn init_cwnd_reduction(&mut self, now: SimTime) {
+        self.high_seq = self.tcp.snd_nxt;
+        self.tlp_high_seq = None;
+        self.tcp.snd_cwnd_cnt = 0;
+        self.tcp.prior_cwnd = self.tcp.snd_cwnd;
+        self.prr = Prr::start(self.tcp.snd_cwnd);
+        self.sync_state(now);
+        self.tcp.snd_ssthresh = self.cc.ssthresh(&self.tcp);
+    }
+
+    /// `tcp_end_cwnd_reduction`: classic CCs resume at ssthresh.
+    pub(super) fn end_cwnd_reduction(&mut self, now: SimTime) {
+        if self.cc_owns_cwnd {
+            return;
+        }
+        if self.tcp.snd_ssthresh < INFINITE_SSTHRESH {
+            self.tcp.snd_cwnd = self.tcp.snd_ssthresh;
+        }
+        self.sync_state(now);
+        self.cc.cwnd_event(&mut self.tcp, CwndEvent::CompleteCwr);
+    }
+
+    /// `tcp_enter_recovery`.
+    pub(super) fn enter_recovery(&mut self, now: SimTime) {
+        if !self.in_cwnd_reduction() {
+            self.init_cwnd_reduction(now);
+        }
+        self.set_ca_state(now, CaState::Recovery);
+    }
+
+    /// `tcp_try_to_open`.
+    pub(super) fn try_to_open(&mut self, now: SimTime) {
+        let state = if self.sacked_out + self.lost_out + self.retrans_out > 0 { CaState::Disorder } else { CaState::Open };
+        if self.tcp.ca_state != state {
+            self.set_ca_state(now, state);
+            self.high_seq = self.tcp.snd_nxt;
+        }
+    }
+
+    /// `tcp_mark_skb_lost`: returns true if the segment was newly counted lost.
+    pub(super) fn mark_lost(&mut self, seq: u64) {
+        let seg = self.segment_mut(seq);
+        if seg.flags & SACKED != 0 {
+            return;
+        }
+        if seg.flags & LOST != 0 {
+            if seg.flags & RETRANS_IN_FLIGHT != 0 {
+                // The retransmission itself was lost.
+                seg.flags &= !RETRANS_IN_FLIGHT;
+                self.retrans_out -= 1;
+                self.tcp.lost += 1;
+                self.lost_queue.push(Reverse(seq));
+            }
+        } else {
+            seg.flags |= LOST;
+            self.lost_out += 1;
+            self.tcp.lost += 1;
+            self.lost_queue.push(Reverse(seq));
+        }
+    }
+
+    /// Is this time-sorted entry still a live transmission RACK must judge?
+    pub(super) fn time_sorted_entry_live(&self, xmit_time: SimTime, seq: u64) -> bool {
+        if seq < self.tcp.snd_una {
+            return false;
+        }
+        let seg = self.segment(seq);
+        seg.xmit_time == xmit_time && seg.flags & SACKED == 0 && !(seg.flags & LOST != 0 && seg.flags & RETRANS_IN_FLIGHT == 0)
+    }
+
+    /// `tcp_rack_detect_loss`: marks lost every packet sent before the most
+    /// recently delivered one by more than the reordering window. Returns the
+    /// longest wait for packets still inside the window.
+    pub(super) fn rack_detect_loss(&mut self, now: SimTime) -> Option<SimDuration> {
+        let in_recovery = matches!(self.tcp.ca_state, CaState::Recovery | CaState::Loss);
+        let reo_wnd = rack::reo_wnd(false, in_recovery, self.sacked_out, self.rtt.min_rtt(), self.rtt.srtt());
+        // Lost packets are a prefix of the live entries (remaining grows with send time).
+        while let Some(&(xmit_time, seq)) = self.time_sorted.front() {
+            if !self.time_sorted_entry_live(xmit_time, seq) {
+                self.time_sorted.pop_front();
+                continue;
+            }
+            if !rack::sent_after(self.rack.xmit_time, self.rack.end_seq, xmit_time, seq) {
+                return None;
+            }
+            if self.rack.remaining(now, xmit_time, reo_wnd) > 0 {
+                break;
+            }
+            self.mark_lost(seq);
+            self.time_sorted.pop_front();
+        }
+        // Packets inside the window: wait for the last of them (Linux takes the max).
+        let mut longest: Option<i64> = None;
+        for &(xmit_time, seq) in self.time_sorted.iter() {
+            if !self.time_sorted_entry_live(xmit_time, seq) {
+                continue;
+            }
+            if !rack::sent_after(self.rack.xmit_time, self.rack.end_seq, xmit_time, seq) {
+                break;
+            }
+            longest = Some(self.rack.remaining(now, xmit_time, reo_wnd));
+        }
+        longest.map(|ns| SimDuration(ns.max(1) as u64))
+    }
+
+    /// `tcp_identify_packet_loss` with RACK. Returns true if a retransmission was lost.
+    pub(super) fn identify_packet_loss(&mut self, now: SimTime, set_xmit_timer: &mut bool, queue: &mut EventQueue) -> bool {
+        if self.packets_out() == 0 || !self.rack.advanced {
+            return false;
+        }
+        self.rack.advanced = false;
+        let prior_retrans = self.retrans_out;
+        if let Some(wait) = self.rack_detect_loss(now) {
+            // `tcp_rack_mark_lost`: re-check when the last packet in the window expires.
+            self.arm_xmit_timer(XmitTimer::ReoTimeout, now + wait + TCP_TIMEOUT_MIN, queue);
+            *set_xmit_timer = false;
+        }
+        self.retrans_out < prior_retrans
+    }
+
+    /// `tcp_fastretrans_alert` for a SACK connection using RACK.
+    pub(super) fn fastretrans_alert(&mut self, now: SimTime, set_xmit_timer: &mut bool, queue: &mut EventQueue) {
+        let snd_una = self.tcp.snd_una;
+        // D. Exit recovery once everything outstanding at its start is acknowledged.
+        if self.tcp.ca_state == CaState::Recovery && snd_una >= self.high_seq {
+            self.set_ca_state(now, CaState::Open);
+            self.end_cwnd_reduction(now);
+        }
+        // E. Process the state.
+        match self.tcp.ca_state {
+            CaState::Recovery => {
+                self.identify_packet_loss(now, set_xmit_timer, queue);
+                return;
+            }
+            CaState::Loss => {
+                // tcp_process_loss: recovered once snd_una passes high_seq.
+                if snd_una >= self.high_seq {
+                    self.set_ca_state(now, CaState::Open);
+                }
+                let lost_retrans = self.identify_packet_loss(now, set_xmit_timer, queue);
+                if !(self.tcp.ca_state == CaState::Open || lost_retrans) {
+                    return;
+                }
+            }
+            _ => {
+                self.identify_packet_loss(now, set_xmit_timer, queue);
+            }
+        }
+        if self.lost_out == 0 {
+            self.try_to_open(now);
+            return;
+        }
+        self.enter_recovery(now);
+    }
+}
