@@ -17,6 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from cclab.analysis.figures import save_figure
+from cclab.sweep import Sweep
 from cclab.sweep import Sweep, expand
 
 # Sample series more coarsely than a single run does: studies read per-flow totals, and
@@ -93,4 +94,22 @@ def run_facts(engine: str, quick: bool, info: dict[str, Any]) -> str:
     return (
         f"Engine: `{engine}`{' (quick subset)' if quick else ''}. Runs: {info['runs']}, "
         f"sweep wall time {info['wall_s']:.0f} s (runs already on disk are not redone); {note}."
+    )
+
+
+def one_flow_loss_sweep(
+    name: str, *, duration_s: float, rate_mbps: float, rtt_ms: float, buffer: str, losses: Sequence[float], flow_axis: tuple[str, list[Any]]
+) -> Sweep:
+    """One flow across random-loss rates (rebbr, cliff); `flow_axis` varies the flow (CC or a whole flow table)."""
+    axis_path, axis_values = flow_axis
+    return Sweep(
+        name=name,
+        base={
+            "duration_s": duration_s,
+            "bottleneck": {"rate_mbps": rate_mbps, "rtt_ms": rtt_ms, "buffer": buffer},
+            "flows": [{"cc": "bbr"}],
+        },
+        axes={"bottleneck.loss": list(losses), axis_path: list(axis_values)},
+        flow_sample_interval_ms=STUDY_FLOW_SAMPLE_INTERVAL_MS,
+        queue_sample_interval_ms=STUDY_QUEUE_SAMPLE_INTERVAL_MS,
     )

@@ -22,10 +22,9 @@ import pandas as pd
 from cclab.analysis.figures import line_figure
 from cclab.analysis.loss import ideal_goodput_mbps, loss_pct
 from cclab.studies._common import (
-    STUDY_FLOW_SAMPLE_INTERVAL_MS,
-    STUDY_QUEUE_SAMPLE_INTERVAL_MS,
     fmt,
     markdown_table,
+    one_flow_loss_sweep,
     pct,
     progress,
     run_facts,
@@ -61,16 +60,14 @@ LOSS_CURVES_FILE = "loss_curves.json"
 
 
 def sweep(quick: bool = False) -> Sweep:
-    return Sweep(
-        name=NAME,
-        base={
-            "duration_s": QUICK_DURATION_S if quick else DURATION_S,
-            "bottleneck": {"rate_mbps": RATE_MBPS, "rtt_ms": RTT_MS, "buffer": BUFFER},
-            "flows": [{"cc": "bbr"}],
-        },
-        axes={"bottleneck.loss": list(QUICK_LOSSES if quick else LOSSES), "flows.0.cc": list(CCS)},
-        flow_sample_interval_ms=STUDY_FLOW_SAMPLE_INTERVAL_MS,
-        queue_sample_interval_ms=STUDY_QUEUE_SAMPLE_INTERVAL_MS,
+    return one_flow_loss_sweep(
+        NAME,
+        duration_s=QUICK_DURATION_S if quick else DURATION_S,
+        rate_mbps=RATE_MBPS,
+        rtt_ms=RTT_MS,
+        buffer=BUFFER,
+        losses=QUICK_LOSSES if quick else LOSSES,
+        flow_axis=("flows.0.cc", list(CCS)),
     )
 
 
