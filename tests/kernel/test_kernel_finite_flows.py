@@ -3,9 +3,12 @@ still going at the end of the run is stopped there."""
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from cclab.engines.kernel import run
+from cclab.engines.kernel.finite import TCP_ACK, TCP_SYN, is_syn_from
 from cclab.engines.kernel.traffic import block_bytes
 from kernelcase import make_config, requires_kernel_engine
 
@@ -91,7 +94,23 @@ def test_a_flow_too_big_for_the_run_is_stopped_at_its_end_and_counts_only_bytes_
 def test_iperf3_blocks_divide_the_flow_size_so_the_client_sends_exactly_it() -> None:
     assert block_bytes(5_000_000) == 125_000
     assert block_bytes(1_500_000) == 125_000
-    assert block_bytes(4096) == 4096
+    assert block_bytes(4096) == 4096  # one write
+    assert block_bytes(500) == 500
     assert 5_000_000 % block_bytes(5_000_000) == 0
     # A prime size has no usable divisor: iperf3's default block, overshoot under a block.
     assert block_bytes(1_000_003) is None
+
+
+def _frame(sport: int, flags: int) -> bytes:
+    eth = b"\x00" * 12 + b"\x08\x00"
+    ip = bytes([0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6]) + b"\x00" * 10
+    tcp = struct.pack("!HHIIBBHHH", sport, 5201, 1, 0, 5 << 4, flags, 65535, 0, 0)
+    return eth + ip + tcp
+
+
+def test_the_syn_clock_recognises_only_the_flows_own_syn() -> None:
+    assert is_syn_from(_frame(40000, TCP_SYN), 40000)
+    assert not is_syn_from(_frame(40001, TCP_SYN), 40000)  # another port (iperf3's control connection)
+    assert not is_syn_from(_frame(40000, TCP_SYN | TCP_ACK), 40000)
+    assert not is_syn_from(_frame(40000, TCP_ACK), 40000)
+    assert not is_syn_from(_frame(40000, TCP_SYN)[:30], 40000)  # truncated

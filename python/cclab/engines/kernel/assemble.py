@@ -46,6 +46,8 @@ class Measured:
     syn_s: dict[int, float] = field(default_factory=dict)
     received: dict[int, dict] = field(default_factory=dict)
     cut_at_end: set[int] = field(default_factory=set)
+    #: Finite flows: retransmitted segments counted in each sender namespace (probes.py).
+    sender_retrans: dict[int, int | None] = field(default_factory=dict)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -68,8 +70,11 @@ def flow_result(m: Measured, p: FlowPlan) -> dict:
         delivered, start_s, end_s = c.bytes_received, p.start_s, p.start_s + c.seconds_received
         completed, fct_s = False, None
     active_s = end_s - start_s
-    # A client stopped at the run's end wrote no JSON: its socket's last TCP_INFO has the count.
-    retrans = c.retransmits if c.ok else (last.total_retrans if last is not None else 0)
+    retrans = c.retransmits
+    if m.sender_retrans.get(p.flow_id) is not None:
+        retrans = m.sender_retrans[p.flow_id]
+    elif not c.ok:  # a client stopped at the run's end wrote no JSON
+        retrans = last.total_retrans if last is not None else 0
     return {
         "flow_id": p.flow_id,
         "cc": p.cc,

@@ -67,13 +67,13 @@ class _Started:
         self.delay_line: DelayLine | None = None
         self.sampler = None
         self.receiver: finite.Receiver | None = None
-        self.start_watcher: finite.StartWatcher | None = None
+        self.syn_clock: finite.SynClock | None = None
 
     def stop_all(self) -> None:
         if self.sampler is not None:
             self.sampler.stop()
-        if self.start_watcher is not None:
-            self.start_watcher.stop()
+        if self.syn_clock is not None:
+            self.syn_clock.stop()
         if self.receiver is not None:
             self.receiver.stop()
         for p in self.procs:
@@ -161,7 +161,7 @@ def _run(  # noqa: PLR0915
     finite_plans = [p for p in plans if p.size_bytes is not None]
     if finite_plans:
         started.receiver = finite.Receiver(topo.receiver, finite_plans, workdir)
-        started.start_watcher = finite.StartWatcher(finite_plans)
+        started.syn_clock = finite.SynClock(finite_plans)
     traffic.wait_listening(topo.receiver, plans)
 
     flow_probes = {p.flow_id: probes.TcpInfoProbe(p.sender_ns, p.ports.client) for p in plans}
@@ -191,8 +191,6 @@ def _run(  # noqa: PLR0915
         now = time.monotonic() - t0
         while pending and pending[0].start_s <= now:
             p = pending.pop(0)
-            if started.start_watcher is not None:
-                started.start_watcher.launched(p.flow_id, time.monotonic())
             clients[p.flow_id] = traffic.start_client(p, workdir)
             started.procs.append(clients[p.flow_id])
         if now > duration_ns / 1e9:
@@ -217,9 +215,9 @@ def _run(  # noqa: PLR0915
     started.sampler = None
     syn_s: dict[int, float] = {}
     received: dict[int, dict] = {}
-    if started.start_watcher is not None:
-        syn_s = {fid: t - t0 for fid, t in started.start_watcher.stop().items()}
-        started.start_watcher = None
+    if started.syn_clock is not None:
+        syn_s = {fid: t - t0 for fid, t in started.syn_clock.stop().items()}
+        started.syn_clock = None
     if started.receiver is not None:
         received = _relative_to(started.receiver.stop(), t0)
         if not received:
@@ -231,6 +229,9 @@ def _run(  # noqa: PLR0915
             finite.wait_queue_empty(drain_probe)
         finally:
             drain_probe.close()
+    # iperf3 takes its retransmit count when the client has written the last byte, before
+    # the tail is delivered; the sender namespace's counter covers the whole connection.
+    sender_retrans = {p.flow_id: probes.tcp_retrans_segs(p.sender_ns) for p in finite_plans}
     tbf_last = tbf_probe_final(topo)
     softnet_growth = probes.softnet_dropped() - softnet0
     died = started.delay_line is not None and not started.delay_line.alive()
@@ -253,7 +254,7 @@ def _run(  # noqa: PLR0915
         duration_s=duration_ns / 1e9, wall_s=time.monotonic() - wall0,
         queue_limit_bytes=b.get("queue_limit_bytes"), queue_limit_packets=b.get("queue_limit_packets"),
         delay_mechanism=choice.mechanism, netem_qdiscs=netem_qdiscs, netem_stats=netem_stats,
-        syn_s=syn_s, received=received, cut_at_end=cut_at_end,
+        syn_s=syn_s, received=received, cut_at_end=cut_at_end, sender_retrans=sender_retrans,
     )  # fmt: skip
     flow_results = [assemble.flow_result(m, p) for p in plans]
     qs = assemble.queue_series(m)
@@ -282,7 +283,7 @@ def _run(  # noqa: PLR0915
 
 def _relative_to(records: dict[int, dict], t0: float) -> dict[int, dict]:
     """The receiver's monotonic times as seconds since the run's t0."""
-    keys = ("accept_s", "last_byte_s", "latest_s")
+    keys = ("accept_s", "last_byte_s", "last_byte_read_s", "latest_s")
     return {fid: {**r, **{k: r[k] - t0 for k in keys if r.get(k) is not None}} for fid, r in records.items()}
 
 

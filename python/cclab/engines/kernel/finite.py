@@ -1,13 +1,14 @@
 """Finite flows (`size_bytes` set): when each one started and when its last byte arrived.
 
-Start: the SYN of the flow's data connection, timed from the sender's side. The iperf3
-client first sets up its control connection (a few RTTs, plus process start-up), so neither
-the scheduled start nor the client's launch is when the flow's TCP connection began. The
-watcher polls sock_diag in each launched flow's sender namespace every millisecond for the
-socket bound to the flow's client port: it appears in SYN_SENT the moment connect() sends
-the SYN and stays for at least one RTT (the SYN-ACK is delayed by the whole RTT), so it is
-never missed, and the SYN lies between the last poll that did not see it and the first that
-did; the midpoint is used (error below one poll interval plus one dump, ~1 ms).
+Start: the SYN of the flow's data connection, stamped by the kernel as it leaves the
+sender. The iperf3 client first sets up its control connection (a few RTTs, plus process
+start-up), so neither the scheduled start nor the client's launch is when the flow's TCP
+connection began. Each finite flow's sender namespace gets an AF_PACKET socket on its eth0
+before the client starts; outgoing frames reach it from dev_queue_xmit_nit() with a
+SO_TIMESTAMPNS stamp taken there, so the stamp is right however late this process reads it
+(polling sock_diag for the SYN_SENT socket was tried first: under load, with 20 flows
+starting together, it saw SYNs up to ~30 ms late). Until the SYN only the control
+connection's few packets pass, so the tap costs nothing; it is closed once the SYN is seen.
 
 End: the receiver (receiver.py, one process in the receiver namespace serving every finite
 flow) times the read that brings the byte count to `size_bytes` with the kernel's receive
@@ -21,6 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -28,11 +32,20 @@ import time
 from pathlib import Path
 
 from cclab.engines.kernel import probes
-from cclab.engines.kernel.netns import ns_run
+from cclab.engines.kernel.netns import inside, ns_run
+from cclab.engines.kernel.topology import HOST_IFNAME
 from cclab.engines.kernel.traffic import FlowPlan
 
 RECEIVER_SCRIPT = Path(__file__).with_name("receiver.py")
-START_POLL_INTERVAL_S = 0.001
+# include/uapi/linux/if_ether.h, asm-generic/socket.h, RFC 9293 section 3.1
+ETH_P_ALL = 0x0003
+SO_TIMESTAMPNS = 35
+TIMESPEC_BYTES = 16
+ETH_HEADER_BYTES = 14
+TCP_SYN = 0x02
+TCP_ACK = 0x10
+#: Ethernet + IPv4 with options + TCP header up to its flags: all a SYN check reads.
+FRAME_HEAD_BYTES = 128
 RECEIVER_STOP_TIMEOUT_S = 10.0
 
 
@@ -106,41 +119,70 @@ class Receiver:
         return ""
 
 
-class StartWatcher:
-    """Times the SYN of each finite flow's data connection (module docstring)."""
+class SynClock:
+    """Kernel stamps of each finite flow's data-connection SYN (module docstring)."""
 
     def __init__(self, plans: list[FlowPlan]) -> None:
-        self._probes = {p.flow_id: probes.TcpInfoProbe(p.sender_ns, p.ports.client) for p in plans}
-        self._last_miss_s: dict[int, float] = {}
+        self._socks: dict[int, socket.socket] = {}
+        self._cport = {p.flow_id: p.ports.client for p in plans}
         self.syn_s: dict[int, float] = {}  # flow id -> time.monotonic() of the SYN
-        self._lock = threading.Lock()
+        try:
+            for p in plans:
+                with inside(p.sender_ns):
+                    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                self._socks[p.flow_id] = sock
+                sock.bind((HOST_IFNAME, ETH_P_ALL))  # the name resolves in the socket's namespace
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError:
+            self._close()
+            raise
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
-    def launched(self, flow_id: int, at_s: float) -> None:
-        """The flow's client was launched at `at_s` (monotonic): no SYN before that."""
-        if flow_id in self._probes:
-            with self._lock:
-                self._last_miss_s[flow_id] = at_s
-
     def _loop(self) -> None:
-        while not self._stop.is_set() and len(self.syn_s) < len(self._probes):
-            with self._lock:
-                waiting = [(fid, t) for fid, t in self._last_miss_s.items() if fid not in self.syn_s]
-            for fid, last_miss in waiting:
-                seen = self._probes[fid].sample() is not None
-                now = time.monotonic()
-                if seen:
-                    self.syn_s[fid] = (last_miss + now) / 2
-                else:
-                    with self._lock:
-                        self._last_miss_s[fid] = now
-            self._stop.wait(START_POLL_INTERVAL_S)
+        while not self._stop.is_set() and self._socks:
+            ready, _, _ = select.select(list(self._socks.values()), [], [], 0.05)
+            for sock in ready:
+                fid = next(f for f, s in self._socks.items() if s is sock)
+                stamp = self._syn_stamp(sock, self._cport[fid])
+                if stamp is not None:
+                    self.syn_s[fid] = stamp
+                    self._socks.pop(fid).close()
+
+    @staticmethod
+    def _syn_stamp(sock: socket.socket, cport: int) -> float | None:
+        """Reads one frame; its stamp (monotonic seconds) if it is the SYN from `cport`."""
+        try:
+            frame, ancdata, _flags, _addr = sock.recvmsg(FRAME_HEAD_BYTES, socket.CMSG_SPACE(TIMESPEC_BYTES))
+        except OSError:
+            return None
+        if not is_syn_from(frame, cport):
+            return None
+        for level, kind, data in ancdata:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC_BYTES:
+                sec, nsec = struct.unpack_from("=qq", data, 0)
+                return sec + nsec / 1e9 - (time.time() - time.monotonic())
+        return time.monotonic()  # no stamp: when it was read
+
+    def _close(self) -> None:
+        for sock in self._socks.values():
+            sock.close()
+        self._socks = {}
 
     def stop(self) -> dict[int, float]:
         self._stop.set()
         self._thread.join(timeout=5)
-        for probe in self._probes.values():
-            probe.close()
+        self._close()
         return dict(self.syn_s)
+
+
+def is_syn_from(frame: bytes, sport: int) -> bool:
+    """Whether an Ethernet frame is an IPv4 TCP SYN (not SYN-ACK) from source port `sport`."""
+    if len(frame) < ETH_HEADER_BYTES + 20 or frame[12:14] != b"\x08\x00" or frame[ETH_HEADER_BYTES + 9] != 6:
+        return False
+    tcp = ETH_HEADER_BYTES + (frame[ETH_HEADER_BYTES] & 0x0F) * 4
+    if len(frame) < tcp + 14:
+        return False
+    flags = frame[tcp + 13]
+    return struct.unpack_from("!H", frame, tcp)[0] == sport and flags & TCP_SYN != 0 and flags & TCP_ACK == 0

@@ -246,3 +246,14 @@ def softnet_dropped() -> int:
         for line in f:
             total += int(line.split()[1], 16)
     return total
+
+
+def tcp_retrans_segs(ns: str) -> int | None:
+    """The `Tcp: RetransSegs` counter of namespace `ns` (/proc/net/snmp, per namespace): every
+    TCP segment retransmitted there, the same count as tcpi_total_retrans summed over its
+    sockets. A flow's sender namespace holds only its data and iperf3 control connections."""
+    with inside(ns), open("/proc/thread-self/net/snmp") as f:
+        lines = [line.split() for line in f if line.startswith("Tcp:")]
+    if len(lines) < 2 or "RetransSegs" not in lines[0]:
+        return None
+    return int(lines[1][lines[0].index("RetransSegs")])

@@ -93,12 +93,38 @@ def provenance(
         "cpu_idle_fraction": assemble.cpu_idle_fraction(m),
         "softnet_drops_growth": m.softnet_growth,
         "sampler_missed_ticks": m.sampler.overruns,
+        "finite_flows": _finite_flows(m),
         "notes": [
             "iperf3 runs whole seconds (-t); goodput uses the receiver's bytes over its measured seconds",
+            "finite flows (size_bytes): receiver.py serves iperf3 -n and reads every byte; fct_s runs from the data "
+            "connection's SYN (sender-side sock_diag poll, ~1 ms) to the kernel receive stamp of the last byte; a "
+            "flow still going at the end of the run is reset there and counts only bytes that arrived by then",
             "rtt percentiles come from TCP_INFO srtt samples at flow_sample_interval_ns; rtt_min from tcpi_min_rtt",
             "the machine is shared: other CPU load can disturb results (see validity and cpu_idle_fraction)",
         ],
     }
+
+
+def _finite_flows(m: assemble.Measured) -> dict:
+    """Per finite flow: how its times were taken (finite.py, receiver.py)."""
+    out = {}
+    for p in m.plans:
+        if p.size_bytes is None:
+            continue
+        r = m.received.get(p.flow_id, {})
+        syn, accept = m.syn_s.get(p.flow_id), r.get("accept_s")
+        stamp, read = r.get("last_byte_s"), r.get("last_byte_read_s")
+        out[str(p.flow_id)] = {
+            "syn_s": syn,
+            # SYN to accept is the handshake: one RTT plus any queueing of SYN and ACK.
+            "syn_to_accept_ms": (accept - syn) * 1e3 if syn is not None and accept is not None else None,
+            "last_byte_clock": r.get("last_byte_clock"),
+            # How much later user space read the last byte than the kernel stamped it.
+            "last_byte_read_lag_ms": (read - stamp) * 1e3 if stamp is not None and read is not None else None,
+            "stopped_at_run_end": p.flow_id in m.cut_at_end,
+            "receiver_error": r.get("error"),
+        }
+    return out
 
 
 def _delay(

@@ -77,6 +77,7 @@ class FlowState:
         self.accept_s: float | None = None  # data connection accepted (monotonic)
         self.last_byte_s: float | None = None  # when bytes_received reached size_bytes
         self.last_byte_clock: str | None = None  # "kernel" or "user"
+        self.last_byte_read_s: float | None = None  # when this process read it (user time)
         self.latest_s: float | None = None  # arrival of the newest byte read so far
         self.error: str | None = None
         self.done = threading.Event()
@@ -86,6 +87,7 @@ class FlowState:
             "flow_id": self.flow_id, "port": self.port, "size_bytes": self.size_bytes,
             "bytes_received": self.bytes_received, "accept_s": self.accept_s,
             "last_byte_s": self.last_byte_s, "last_byte_clock": self.last_byte_clock,
+            "last_byte_read_s": self.last_byte_read_s,
             "latest_s": self.latest_s, "error": self.error,
         }  # fmt: skip
 
@@ -158,6 +160,7 @@ def _receive_data(data: socket.socket, flow: FlowState, cutoff: Cutoff) -> None:
         if before < flow.size_bytes <= flow.bytes_received:
             flow.last_byte_s = flow.latest_s
             flow.last_byte_clock = "kernel" if believable else "user"
+            flow.last_byte_read_s = now
             return
 
 

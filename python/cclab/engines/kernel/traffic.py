@@ -82,7 +82,9 @@ def block_bytes(size_bytes: int) -> int | None:
     `size_bytes`, so that iperf3 -n sends exactly the flow's bytes (3.12 writes whole
     blocks); None, iperf3's default block, if there is none: it then overshoots by less
     than a block, and the receiver stops counting at `size_bytes` anyway."""
-    for block in range(min(MAX_BLOCK_BYTES, size_bytes), MIN_BLOCK_BYTES - 1, -1):
+    if size_bytes <= MAX_BLOCK_BYTES:
+        return size_bytes  # one write
+    for block in range(MAX_BLOCK_BYTES, MIN_BLOCK_BYTES - 1, -1):
         if size_bytes % block == 0:
             return block
     return None
