@@ -48,6 +48,7 @@ class Measured:
     cut_at_end: set[int] = field(default_factory=set)
     #: Finite flows: retransmitted segments counted in each sender namespace (probes.py).
     sender_retrans: dict[int, int | None] = field(default_factory=dict)
+    receiver_cpu_s: float | None = None
 
 
 def _pct(values: list[float], q: float) -> float:

@@ -215,11 +215,13 @@ def _run(  # noqa: PLR0915
     started.sampler = None
     syn_s: dict[int, float] = {}
     received: dict[int, dict] = {}
+    receiver_cpu_s = None
     if started.syn_clock is not None:
         syn_s = {fid: t - t0 for fid, t in started.syn_clock.stop().items()}
         started.syn_clock = None
     if started.receiver is not None:
         received = _relative_to(started.receiver.stop(), t0)
+        receiver_cpu_s = started.receiver.cpu_s
         if not received:
             raise KernelEngineError(f"the finite-flow receiver wrote no report: {started.receiver.log_tail()}")
         started.receiver = None
@@ -255,6 +257,7 @@ def _run(  # noqa: PLR0915
         queue_limit_bytes=b.get("queue_limit_bytes"), queue_limit_packets=b.get("queue_limit_packets"),
         delay_mechanism=choice.mechanism, netem_qdiscs=netem_qdiscs, netem_stats=netem_stats,
         syn_s=syn_s, received=received, cut_at_end=cut_at_end, sender_retrans=sender_retrans,
+        receiver_cpu_s=receiver_cpu_s,
     )  # fmt: skip
     flow_results = [assemble.flow_result(m, p) for p in plans]
     qs = assemble.queue_series(m)

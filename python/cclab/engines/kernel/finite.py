@@ -82,6 +82,7 @@ class Receiver:
         flows = [{"flow_id": p.flow_id, "port": p.ports.server, "size_bytes": p.size_bytes} for p in plans]
         plan_path.write_text(json.dumps({"flows": flows}))
         self.log_path = workdir / "receiver.log"
+        self.cpu_s: float | None = None  # the receiver's CPU time, once stopped
         with open(self.log_path, "w") as log:  # the child keeps its own copy
             self.proc = subprocess.Popen(
                 ["ip", "netns", "exec", receiver_ns, sys.executable, str(RECEIVER_SCRIPT),
@@ -111,6 +112,7 @@ class Receiver:
             report = json.loads(self.report_path.read_text())
         except (OSError, ValueError):
             return {}
+        self.cpu_s = report.get("cpu_s")
         return {int(f["flow_id"]): f for f in report["flows"]}
 
     def log_tail(self) -> str:

@@ -94,6 +94,7 @@ def provenance(
         "softnet_drops_growth": m.softnet_growth,
         "sampler_missed_ticks": m.sampler.overruns,
         "finite_flows": _finite_flows(m),
+        "finite_receiver_cpu_s": m.receiver_cpu_s,
         "notes": [
             "iperf3 runs whole seconds (-t); goodput uses the receiver's bytes over its measured seconds",
             "finite flows (size_bytes): receiver.py serves iperf3 -n and reads every byte; fct_s runs from the data "

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import struct
@@ -234,7 +235,8 @@ def main(plan_path: str, report_path: str) -> None:
         stop.wait(0.01)
     tmp = report_path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"flows": [flow.report() for flow in flows]}, f)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        json.dump({"flows": [flow.report() for flow in flows], "cpu_s": usage.ru_utime + usage.ru_stime}, f)
     os.replace(tmp, report_path)
 
 
