@@ -2,8 +2,10 @@
 
 Order: preflight (which picks the delay mechanism), stale cleanup, namespaces and veths,
 host settings, tbf, counters and loss rules, delay (netem on the router's interfaces towards
-the senders, or the NFQUEUE delay line), idle-RTT ping, iperf3 servers, samplers, clients at
-their start times, wait, counters, teardown. Teardown runs on success, failure, exception,
+the senders, or the NFQUEUE delay line), idle-RTT ping, iperf3 servers (unbounded flows) and
+the finite-flow receiver with its SYN clock (finite.py), samplers, clients at their start
+times, wait (finite flows still going at the end of the run are stopped there), counters,
+teardown. Teardown runs on success, failure, exception,
 SIGINT and SIGTERM (handlers raise into the `finally`), and from atexit as a last resort.
 """
 

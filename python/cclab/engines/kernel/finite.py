@@ -15,7 +15,9 @@ flow) times the read that brings the byte count to `size_bytes` with the kernel'
 stamp of the last segment.
 
 The FCT therefore counts the handshake, as the usual definition does: its floor is one RTT
-(SYN out, SYN-ACK back) plus the transmission time of the bytes.
+(SYN out, SYN-ACK back) plus the transmission time of the bytes. (The simulator has no
+handshake and splits the RTT across both directions, where this testbed puts it all on the
+ACK path: its floor is half an RTT plus the transmission time.)
 """
 
 from __future__ import annotations
@@ -47,8 +49,6 @@ TCP_ACK = 0x10
 #: Ethernet + IPv4 with options + TCP header up to its flags: all a SYN check reads.
 FRAME_HEAD_BYTES = 128
 RECEIVER_STOP_TIMEOUT_S = 10.0
-
-
 #: How long a stopped flow's last segments may take to leave the bottleneck queue.
 QUEUE_DRAIN_TIMEOUT_S = 2.0
 
