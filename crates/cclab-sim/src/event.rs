@@ -27,7 +27,10 @@ pub enum TimerKind {
 pub enum Event {
     /// The head packet of a pipe has arrived at the far end.
     PipeHead(PipeId),
+    /// The flow's SYN leaves (its scenario start time).
     FlowStart(u32),
+    /// The handshake completed: the sender may send data.
+    FlowEstablished(u32),
     Timer(u32, TimerKind),
     FlowSample,
     QueueSample,

@@ -2,7 +2,8 @@
 //! link to the receivers, and an uncongested ACK path per flow.
 //!
 //! The base RTT is split as: access link extra_rtt/2, bottleneck to receivers
-//! rtt/2, ACK path rtt/2 + extra_rtt/2. Random loss sits at the bottleneck's
+//! rtt/2, ACK path rtt/2 + extra_rtt/2. A flow starts with a handshake: its
+//! data begins one RTT after its start time, as on a real host. Random loss sits at the bottleneck's
 //! ingress, before the queue (where netem sits on the seeds' routers).
 
 use crate::config::SimConfig;
@@ -43,6 +44,8 @@ pub struct Flow {
     ack_prop: SimDuration,
     pub start: SimTime,
     pub started: bool,
+    /// RTT the handshake measured.
+    syn_rtt: SimDuration,
     delayed_ack: LazyTimer,
     compressed_ack: LazyTimer,
     pub queue_drops: u64,
@@ -118,6 +121,7 @@ impl Simulation {
                 ack_prop: half_rtt + SimDuration(f.extra_rtt_ns - extra_half.as_nanos()),
                 start: SimTime(f.start_ns),
                 started: false,
+                syn_rtt: SimDuration::ZERO,
                 delayed_ack: LazyTimer::default(),
                 compressed_ack: LazyTimer::default(),
                 queue_drops: 0,
@@ -205,10 +209,20 @@ impl Simulation {
         let now = self.now;
         match event {
             Event::FlowStart(i) => {
+                // The SYN crosses the bottleneck queue (it waits behind the backlog; its
+                // own size and loss are ignored) and the SYN-ACK returns uncongested.
+                let queueing = self.bottleneck.rate().transmit_time(self.bottleneck.backlog_bytes(now));
                 let flow = &mut self.flows[i as usize];
                 flow.started = true;
+                let syn_rtt = flow.access_prop + queueing + self.egress_prop + flow.ack_prop;
+                flow.syn_rtt = syn_rtt;
+                self.queue.schedule(now + syn_rtt, Event::FlowEstablished(i));
+            }
+            Event::FlowEstablished(i) => {
+                let flow = &mut self.flows[i as usize];
                 let mut out = std::mem::take(&mut self.scratch);
-                flow.sender.start(now, &mut self.queue, &mut out);
+                let syn_rtt = flow.syn_rtt;
+                flow.sender.start(now, syn_rtt, &mut self.queue, &mut out);
                 self.send_all(i, &mut out);
                 self.scratch = out;
             }

@@ -252,7 +252,12 @@ impl TcpSender {
         Event::Timer(self.flow_id, kind)
     }
 
-    pub fn start(&mut self, now: SimTime, queue: &mut EventQueue, out: &mut Vec<Transmission>) {
+    /// The handshake completed at `now`, having measured `syn_rtt`. Like Linux
+    /// (`tcp_synack_rtt_meas`), that RTT seeds srtt, the RTO and min_rtt before the
+    /// CC's `init` runs, so BBR's first pacing rate is 2.89 x IW / RTT.
+    pub fn start(&mut self, now: SimTime, syn_rtt: SimDuration, queue: &mut EventQueue, out: &mut Vec<Transmission>) {
+        self.rtt.update_min_rtt(syn_rtt);
+        self.rtt.on_sample(syn_rtt, self.tcp.snd_una, self.tcp.snd_nxt);
         self.sync_state(now);
         self.cc.init(&mut self.tcp);
         self.note_mode(now);
