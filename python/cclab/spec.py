@@ -123,6 +123,23 @@ class Output(_Strict):
     queue_sample_interval_ms: float = Field(default=1.0, gt=0)
 
 
+def read_toml(path: Path, *, what: str | None = None) -> dict[str, Any]:
+    """A TOML file as a dict; any problem is one SpecError line naming the file (and `what` it is)."""
+    where = f"{what}: {path}" if what else f"{path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise SpecError(f"{where}: is a directory, not a TOML file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise SpecError(f"{where}: cannot read: {error}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"{path}: TOML syntax error: {error}") from None
+
+
 class Scenario(_Strict):
     duration_s: float = Field(gt=0)
     seed: int = Field(default=1, ge=0, lt=2**64)
@@ -150,20 +167,7 @@ class Scenario(_Strict):
 
     @classmethod
     def from_toml(cls, path: str | PathLike[str]) -> Scenario:
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise SpecError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise SpecError(f"{path}: is a directory, not a spec file") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise SpecError(f"{path}: cannot read: {error}") from None
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as error:
-            raise SpecError(f"{path}: TOML syntax error: {error}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(read_toml(Path(path)))
 
     def resolve(self) -> dict[str, Any]:
         """The engine config of docs/ARCHITECTURE.md: plain integers, units in every key."""

@@ -31,7 +31,6 @@ import json
 import math
 import os
 import time
-import tomllib
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -41,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cclab.engines.base import ENGINE_NAMES
 from cclab.errors import SpecError
-from cclab.spec import EngineName, Scenario, _one_line, _show
+from cclab.spec import EngineName, Scenario, _one_line, _show, read_toml
 
 if TYPE_CHECKING:
     from cclab.executor import Executor
@@ -93,7 +92,7 @@ class Sweep(BaseModel):
             if isinstance(base, Scenario):
                 data = {**data, "base": base.model_dump(exclude_unset=True)}
             elif isinstance(base, (str, PathLike)):
-                data = {**data, "base": _read_toml(Path(base), what="base")}
+                data = {**data, "base": read_toml(Path(base), what="base")}
         return data
 
     @field_validator("axes")
@@ -133,11 +132,11 @@ class Sweep(BaseModel):
     @classmethod
     def from_toml(cls, path: str | PathLike[str]) -> Sweep:
         path = Path(path)
-        data = _read_toml(path, what="sweep")
+        data = read_toml(path, what="sweep")
         base = data.get("base")
         if isinstance(base, str):
             # A base path is relative to the sweep file, not to the working directory.
-            data = {**data, "base": _read_toml(path.parent / base, what="base")}
+            data = {**data, "base": read_toml(path.parent / base, what="base")}
         return cls.from_dict(data, name=path.stem)
 
     @property
@@ -475,20 +474,6 @@ def _same(a: Any, b: Any) -> bool:
         return a is b
     return a == b
 
-
-def _read_toml(path: Path, *, what: str) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{what}: {path}: no such file") from None
-    except IsADirectoryError:
-        raise SpecError(f"{what}: {path}: is a directory, not a TOML file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError(f"{what}: {path}: cannot read: {error}") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise SpecError(f"{path}: TOML syntax error: {error}") from None
 
 
 def _with_sweep_output(sweep: Sweep, data: dict[str, Any]) -> dict[str, Any]:
