@@ -69,8 +69,8 @@ pub struct Bottleneck {
     /// Tokens left after the last departure, as transmit time.
     credit_ns: u64,
     last_departure: SimTime,
-    /// Packets not yet dequeued: (departure time, frame bytes, flow).
-    queued: VecDeque<(SimTime, u32, u32)>,
+    /// Packets not yet dequeued: (departure time, frame bytes).
+    queued: VecDeque<(SimTime, u32)>,
     backlog_bytes: u64,
     /// Counters since the start of the run.
     pub drops: u64,
@@ -99,7 +99,7 @@ impl Bottleneck {
 
     /// Removes packets whose departure time has come.
     fn dequeue_until(&mut self, now: SimTime) {
-        while let Some(&(departure, bytes, _)) = self.queued.front() {
+        while let Some(&(departure, bytes)) = self.queued.front() {
             if departure > now {
                 break;
             }
@@ -122,7 +122,7 @@ impl Bottleneck {
 
     /// A frame of `frame_bytes` arrives at `now`. Returns its departure time,
     /// or `None` if the queue is full (tail drop).
-    pub fn enqueue(&mut self, now: SimTime, frame_bytes: u32, flow: u32) -> Option<SimTime> {
+    pub fn enqueue(&mut self, now: SimTime, frame_bytes: u32) -> Option<SimTime> {
         self.dequeue_until(now);
         let full = match self.limit {
             QueueLimit::Bytes(limit) => self.backlog_bytes + frame_bytes as u64 > limit,
@@ -149,16 +149,11 @@ impl Bottleneck {
             // Left at once: never part of the backlog.
             self.dequeued_bytes += frame_bytes as u64;
         } else {
-            self.queued.push_back((departure, frame_bytes, flow));
+            self.queued.push_back((departure, frame_bytes));
             self.backlog_bytes += frame_bytes as u64;
             self.max_backlog_bytes = self.max_backlog_bytes.max(self.backlog_bytes);
         }
         Some(departure)
-    }
-
-    /// Packets of `flow` still queued (for conservation checks at the end).
-    pub fn queued_of_flow(&self, flow: u32) -> usize {
-        self.queued.iter().filter(|(_, _, f)| *f == flow).count()
     }
 
     pub fn rate(&self) -> Bandwidth {
@@ -178,7 +173,7 @@ mod tests {
         let mut b = Bottleneck::new(rate, QueueLimit::Bytes(1_000_000), FRAME as u64);
         let mut last = SimTime::ZERO;
         for _ in 0..500 {
-            last = b.enqueue(SimTime::ZERO, FRAME, 0).unwrap();
+            last = b.enqueue(SimTime::ZERO, FRAME).unwrap();
         }
         // The burst leaves at once; the rest at the rate.
         let burst_frames = b.burst_ns / rate.transmit_time(FRAME as u64).as_nanos();
@@ -194,7 +189,7 @@ mod tests {
         // Exhaust the burst first so frames actually queue.
         let mut accepted = 0;
         for _ in 0..100 {
-            if b.enqueue(SimTime::ZERO, FRAME, 0).is_some() {
+            if b.enqueue(SimTime::ZERO, FRAME).is_some() {
                 accepted += 1;
             }
         }
@@ -207,7 +202,7 @@ mod tests {
     fn a_packet_limited_queue_holds_at_most_its_limit() {
         let mut b = Bottleneck::new(Bandwidth::from_mbps(10), QueueLimit::Packets(5), FRAME as u64);
         for _ in 0..50 {
-            b.enqueue(SimTime::ZERO, FRAME, 0);
+            b.enqueue(SimTime::ZERO, FRAME);
         }
         assert_eq!(b.backlog_packets(SimTime::ZERO), 5);
     }
@@ -219,7 +214,7 @@ mod tests {
         let later = SimTime::ZERO + SimDuration::from_secs(10);
         let mut instant = 0;
         for _ in 0..100 {
-            if b.enqueue(later, FRAME, 0) == Some(later) {
+            if b.enqueue(later, FRAME) == Some(later) {
                 instant += 1;
             }
         }

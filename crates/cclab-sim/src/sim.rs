@@ -307,7 +307,7 @@ impl Simulation {
             flow.random_losses += 1;
             return;
         }
-        match self.bottleneck.enqueue(self.now, pkt.frame_bytes(), pkt.flow) {
+        match self.bottleneck.enqueue(self.now, pkt.frame_bytes()) {
             None => flow.queue_drops += 1,
             Some(departure) => {
                 let arrival = departure + self.egress_prop;
