@@ -7,7 +7,7 @@ import math
 import pytest
 
 from cclab.engines.kernel import run
-from kernelcase import make_config, requires_kernel_engine
+from kernelcase import make_config, requires_kernel_engine, run_valid
 
 pytestmark = requires_kernel_engine
 
@@ -26,7 +26,7 @@ def two_rtt_result() -> dict:
 def cubic_one_bdp_result() -> dict:
     # 100 Mbit/s, 10 ms, buffer = 1 BDP = 125 kB: CUBIC should keep the link busy.
     config = make_config(rate_bps=100_000_000, rtt_ns=10_000_000, queue_limit_bytes=125_000, duration_ns=6_000_000_000)
-    return run(config)
+    return run_valid(config)
 
 
 def test_idle_rtt_of_each_flow_is_within_half_a_millisecond_of_its_spec(two_rtt_result: dict) -> None:
