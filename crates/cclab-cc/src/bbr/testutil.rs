@@ -123,18 +123,14 @@ impl Harness {
     /// One round trip as a single ACK: `pkts` delivered over one RTT, for a
     /// packet sent when the previous round ended; `in_flight` left afterwards.
     pub fn round(&mut self, pkts: u64, in_flight: u32) {
-        self.ack(Ack {
-            advance_us: RTT_US,
-            prior_delivered: Some(self.tcp.delivered),
-            delivered: pkts,
-            interval_us: RTT_US,
-            prior_in_flight: in_flight + pkts as u32,
-            in_flight,
-            ..Ack::one_packet(0)
-        });
+        self.round_with(pkts, in_flight, false);
     }
 
     pub fn round_app_limited(&mut self, pkts: u64, in_flight: u32) {
+        self.round_with(pkts, in_flight, true);
+    }
+
+    fn round_with(&mut self, pkts: u64, in_flight: u32, app_limited: bool) {
         self.ack(Ack {
             advance_us: RTT_US,
             prior_delivered: Some(self.tcp.delivered),
@@ -142,7 +138,7 @@ impl Harness {
             interval_us: RTT_US,
             prior_in_flight: in_flight + pkts as u32,
             in_flight,
-            app_limited: true,
+            app_limited,
             ..Ack::one_packet(0)
         });
     }
