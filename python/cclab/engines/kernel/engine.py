@@ -1,6 +1,7 @@
 """`run()`: one resolved config on real Linux TCP in network namespaces.
 
-Order: preflight (which picks the delay mechanism), stale cleanup, namespaces and veths,
+Order: preflight (which picks the delay mechanism), the host-wide run lock (runlock.py:
+one kernel run at a time, held until teardown is done), stale cleanup, namespaces and veths,
 host settings, tbf, counters and loss rules, delay (netem on the router's interfaces towards
 the senders, or the NFQUEUE delay line), idle-RTT ping, iperf3 servers (unbounded flows) and
 the finite-flow receiver with its SYN clock (finite.py), samplers, clients at their start
@@ -28,6 +29,7 @@ from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.netns import RunNamespaces, cleanup_stale, new_run_id, ns_run
 from cclab.engines.kernel.preflight import preflight
 from cclab.engines.kernel.provenance import provenance
+from cclab.engines.kernel.runlock import exclusive_run
 
 #: The queue probe never polls faster than this (a dump costs ~50-100 µs of Python).
 MIN_QUEUE_INTERVAL_S = 0.001
@@ -91,6 +93,11 @@ def run(config: dict, *, progress: Callable[[dict], None] | None = None) -> dict
     """Runs `config` (docs/ARCHITECTURE.md) and returns the result dict, with `validity`
     and `provenance`. Raises KernelEngineError if it cannot run here."""
     preflight(config)
+    with exclusive_run():
+        return _run_locked(config, progress)
+
+
+def _run_locked(config: dict, progress: Callable[[dict], None] | None) -> dict:
     choice = netem.choose(config)  # the probe result is cached: no second scratch namespace
     cleanup_stale()
     namespaces = RunNamespaces(new_run_id())
