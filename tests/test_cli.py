@@ -73,11 +73,11 @@ def test_an_unknown_engine_option_is_one_line(write_spec, tmp_path: Path) -> Non
 
 def test_validate_rejects_a_bad_spec_the_same_way(write_spec) -> None:
     text, fragment = BAD_SPECS["negative_rate"]
-    assert_one_error_line(run_cli("validate", write_spec(text)), fragment)
+    assert_one_error_line(run_cli("check", write_spec(text)), fragment)
 
 
 def test_validate_prints_the_resolved_config(write_spec) -> None:
     path = write_spec(VALID_SPEC)
-    done = run_cli("validate", path)
+    done = run_cli("check", path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == Scenario.from_toml(path).resolve()

@@ -63,13 +63,35 @@ def run(
 
 
 @app.command()
-def validate(spec: SpecArgument) -> None:
+def check(spec: SpecArgument) -> None:
     """Check a scenario and print the resolved engine config."""
     try:
         config = load(spec).resolve()
     except CclabError as error:
         _fail(error)
     sys.stdout.write(json.dumps(config, indent=2) + "\n")
+
+
+@app.command()
+def validate(
+    set_name: Annotated[str, typer.Option("--set", help="validation set: default (39 cases, ~15 min) | quick (3 cases)")] = "default",
+    out: Annotated[Path | None, typer.Option("--out", help="output folder [default: out/validate-<set>]; finished runs there are reused")] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", help="parallel simulator runs [default: all CPUs]; kernel runs go one at a time")] = None,
+) -> None:
+    """Run a validation set on the simulator and the kernel and report how far they agree."""
+    from cclab.fidelity.report import console_lines
+    from cclab.fidelity.runner import run_validation
+    from cclab.sweep import SweepInterrupted
+
+    try:
+        report = run_validation(set_name, out if out is not None else Path("out") / f"validate-{set_name}", jobs=jobs)
+    except CclabError as error:
+        _fail(error)
+    except SweepInterrupted:
+        _progress("interrupted: finished runs are kept; run the same command again to resume")
+        raise typer.Exit(130) from None
+    sys.stdout.write("\n".join(console_lines(report)) + "\n")
+    _progress(f"wrote {report.summary_path}")
 
 
 @app.command()

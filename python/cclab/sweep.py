@@ -318,8 +318,7 @@ def run_sweep(
 
     Raises SpecError (nothing written) for an invalid sweep and SweepInterrupted on Ctrl-C.
     """
-    from cclab.executor import LocalProcessExecutor, RunTask, clean_staging
-    from cclab.store import finished_runs, runs_dir, write_flows_table
+    from cclab.store import runs_dir
 
     started = time.perf_counter()
     if not isinstance(sweep, Sweep):
@@ -327,17 +326,40 @@ def run_sweep(
     expansion = expand_all(sweep, engine)
     engines = sorted({spec.engine for spec in expansion.runs}) or [engine or sweep.base_scenario.engine]
     engine_label = "+".join(engines)
-    jobs = min(default_jobs(name) for name in engines) if jobs is None else jobs
+    jobs = min(default_jobs(engine_name) for engine_name in engines) if jobs is None else jobs
     if jobs < 1:
         raise SpecError(f"jobs: must be >= 1 (got {jobs})")
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecError(f"--out {out_dir}: exists and is not a directory")
 
+    runs_dir(out_dir).mkdir(parents=True, exist_ok=True)
+    _write_manifest(out_dir, sweep, engine_label, expansion)
+    return run_planned(
+        sweep.name, expansion, out_dir, engine_label=engine_label, jobs=jobs, progress=progress, executor=executor, started=started
+    )
+
+
+def run_planned(
+    name: str,
+    expansion: Expansion,
+    out_dir: Path,
+    *,
+    engine_label: str,
+    jobs: int,
+    progress: bool = True,
+    executor: Executor | None = None,
+    started: float | None = None,
+) -> SweepReport:
+    """Run the planned runs not yet stored in `out_dir/runs/` (see `run_sweep`); callers
+    that plan runs themselves (the validation set) share the store, resume and Ctrl-C."""
+    from cclab.executor import LocalProcessExecutor, RunTask, clean_staging
+    from cclab.store import finished_runs, runs_dir, write_flows_table
+
+    started = time.perf_counter() if started is None else started
     root = runs_dir(out_dir)
     root.mkdir(parents=True, exist_ok=True)
     clean_staging(root)
-    _write_manifest(out_dir, sweep, engine_label, expansion)
     finished = finished_runs(out_dir)
     todo = [spec for spec in expansion.runs if spec.run_key not in finished]
     # Longest runs first, so that no long run is left alone on one worker at the end.
@@ -359,7 +381,7 @@ def run_sweep(
             scenario=spec.scenario.model_dump(mode="json"),
             axis_values=spec.axis_values,
             repetition=spec.repetition,
-            sweep=sweep.name,
+            sweep=name,
             runs_dir=str(root),
         )
         for spec in todo
@@ -369,7 +391,7 @@ def run_sweep(
     try:
         with executor:
             outcomes = executor.submit(tasks)
-            bar = _ProgressBar(len(tasks), sweep.name) if progress and tasks else None
+            bar = _ProgressBar(len(tasks), name) if progress and tasks else None
             for outcome in outcomes:
                 if outcome.ok:
                     report.done += 1

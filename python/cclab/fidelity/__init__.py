@@ -1,0 +1,1 @@
+"""Fidelity: the simulator measured against the kernel engine (`cclab validate`)."""

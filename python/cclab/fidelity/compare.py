@@ -1,0 +1,251 @@
+"""Comparing one case's simulator run against its kernel run, and the set as a whole.
+
+Per case: goodput error, retransmission ratio, mean queue occupancy, mean RTT error, each
+engine's BBR-vs-CUBIC winner where the case has one, and whether the cwnd series show the
+pattern the case is there to show (PROBE_RTT's dips, CUBIC's sawtooth). Over the set:
+the issue's acceptance figures (`SetSummary.criteria`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cclab.fidelity.sets import Case
+from cclab.results import RunResult
+
+# Acceptance thresholds of issue 6 ("Done when").
+GOODPUT_MEDIAN_MAX_ERROR = 0.05
+GOODPUT_P90_MAX_ERROR = 0.15
+RETRANS_FACTOR = 2.0
+RETRANS_MIN_SHARE = 0.80
+WINNER_MIN_SHARE = 0.90
+# Goodputs within this fraction of each other are a tie: which CC "wins" by 2% is noise
+# (deep buffers at low BDP, where both fill the link). Agreement: the same winner, or a
+# tie on both engines.
+TIE_MARGIN = 0.05
+# BBR's PROBE_RTT holds cwnd at 4 packets (tcp_bbr.c, bbr_cwnd_min_target) for at least
+# 200 ms every 10 s; a sample at or below this many packets is one.
+PROBE_RTT_CWND_MAX_PKTS = 6
+# A CUBIC loss event cuts cwnd to beta = 0.7 of itself (RFC 9438 section 4.6); a drop of
+# at least this fraction between two samples counts as a sawtooth tooth.
+SAWTOOTH_MIN_DROP = 0.2
+# The pattern is "visible" with at least this many PROBE_RTTs / teeth in the series.
+MIN_PATTERN_COUNT = 2
+
+
+@dataclass
+class CaseComparison:
+    case: str
+    regime: str
+    pair: str | None
+    sim_goodput_mbps: float
+    kernel_goodput_mbps: float
+    goodput_error: float  # sum over flow groups of |sim - kernel| / kernel's total
+    sim_retrans: int
+    kernel_retrans: int
+    retrans_ratio: float | None  # sim / kernel; None when neither retransmitted
+    retrans_within_factor: bool | None  # None when neither retransmitted
+    sim_queue_mean_bytes: float
+    kernel_queue_mean_bytes: float
+    queue_limit_bytes: float
+    queue_error_of_limit: float  # |sim - kernel| mean occupancy as a fraction of the limit
+    sim_rtt_mean_ms: float
+    kernel_rtt_mean_ms: float
+    rtt_error: float  # |sim - kernel| / kernel, flow-averaged mean RTT
+    sim_winner: str | None = None  # "bbr" | "cubic" | "tie" for mixed cases; pairs are set later
+    kernel_winner: str | None = None
+    pattern: str | None = None  # "probe_rtt" | "sawtooth"
+    sim_pattern_count: int | None = None
+    kernel_pattern_count: int | None = None
+    kernel_valid: bool = True
+
+    def row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _groups(result: RunResult) -> pd.Series:
+    """Goodput per flow group (same CC, gain and extra RTT): flows inside a group are
+    interchangeable, so which of two identical flows got more is not a fidelity question."""
+    flows = result.flows.copy()
+    spec_flows = {f["flow_id"]: f for f in _resolved_flows(result)}
+    flows["group"] = [
+        f"{cc}/{spec_flows.get(fid, {}).get('probe_bw_gain')}/{spec_flows.get(fid, {}).get('extra_rtt_ns', 0)}"
+        for fid, cc in zip(flows["flow_id"], flows["cc"].astype(str), strict=True)
+    ]
+    return flows.groupby("group")["goodput_mbps"].sum()
+
+
+def _resolved_flows(result: RunResult) -> list[dict[str, Any]]:
+    # RunResult.spec is the resolved engine config the run was given.
+    return list(result.spec.get("flows", []))
+
+
+def winner(goodput_by_cc: dict[str, float]) -> str | None:
+    """"bbr", "cubic" or "tie" between the BBR and CUBIC goodputs; None without both."""
+    bbr, cubic = goodput_by_cc.get("bbr"), goodput_by_cc.get("cubic")
+    if bbr is None or cubic is None:
+        return None
+    top = max(bbr, cubic)
+    if top <= 0 or abs(bbr - cubic) / top < TIE_MARGIN:
+        return "tie"
+    return "bbr" if bbr > cubic else "cubic"
+
+
+def _by_cc(result: RunResult) -> dict[str, float]:
+    return {str(cc): float(v) for cc, v in result.flows.groupby(result.flows["cc"].astype(str))["goodput_mbps"].sum().items()}
+
+
+def pattern_count(flow_series: pd.DataFrame, pattern: str) -> int:
+    """PROBE_RTT episodes or sawtooth teeth in the cwnd series (the fewest over flows)."""
+    counts = []
+    for _, rows in flow_series.groupby("flow_id"):
+        cwnd = rows.sort_values("time_s")["cwnd_pkts"].to_numpy(dtype=float)
+        cwnd = cwnd[np.isfinite(cwnd)]
+        if len(cwnd) < 3:
+            counts.append(0)
+            continue
+        if pattern == "probe_rtt":
+            low = cwnd <= PROBE_RTT_CWND_MAX_PKTS
+            # Count entries into the low state after the flow has ramped up (not its start).
+            ramped = np.argmax(cwnd > 4 * PROBE_RTT_CWND_MAX_PKTS)
+            entries = np.flatnonzero(low[1:] & ~low[:-1]) + 1
+            counts.append(int(np.sum(entries > ramped)))
+        else:
+            drops = cwnd[1:] <= (1 - SAWTOOTH_MIN_DROP) * cwnd[:-1]
+            counts.append(int(np.sum(drops)))
+    return min(counts) if counts else 0
+
+
+def compare_case(case: Case, sim: RunResult, kernel: RunResult) -> CaseComparison:
+    sim_groups, kernel_groups = _groups(sim), _groups(kernel)
+    names = sorted(set(sim_groups.index) | set(kernel_groups.index))
+    kernel_total = float(kernel_groups.sum())
+    abs_diff = sum(abs(float(sim_groups.get(g, 0.0)) - float(kernel_groups.get(g, 0.0))) for g in names)
+    goodput_error = abs_diff / kernel_total if kernel_total > 0 else float("inf")
+    sim_retrans, kernel_retrans = int(sim.flows["retrans_segments"].sum()), int(kernel.flows["retrans_segments"].sum())
+    if sim_retrans == 0 and kernel_retrans == 0:
+        ratio, within = None, None
+    else:
+        ratio = sim_retrans / kernel_retrans if kernel_retrans > 0 else float("inf")
+        within = 1 / RETRANS_FACTOR <= ratio <= RETRANS_FACTOR
+    limit = float(sim.bottleneck.get("queue_limit_bytes") or 0.0)
+    if not limit:
+        limit = float(sim.bottleneck.get("queue_limit_packets") or 0) * 1514
+    sim_q, kernel_q = float(sim.bottleneck["queue_mean_bytes"]), float(kernel.bottleneck["queue_mean_bytes"])
+    sim_rtt, kernel_rtt = float(sim.flows["rtt_mean_ms"].mean()), float(kernel.flows["rtt_mean_ms"].mean())
+    mixed = {"bbr", "cubic"} <= set(sim.flows["cc"].astype(str))
+    comparison = CaseComparison(
+        case=case.name,
+        regime=case.regime,
+        pair=case.pair,
+        sim_goodput_mbps=float(sim_groups.sum()),
+        kernel_goodput_mbps=kernel_total,
+        goodput_error=goodput_error,
+        sim_retrans=sim_retrans,
+        kernel_retrans=kernel_retrans,
+        retrans_ratio=ratio,
+        retrans_within_factor=within,
+        sim_queue_mean_bytes=sim_q,
+        kernel_queue_mean_bytes=kernel_q,
+        queue_limit_bytes=limit,
+        queue_error_of_limit=abs(sim_q - kernel_q) / limit if limit else float("nan"),
+        sim_rtt_mean_ms=sim_rtt,
+        kernel_rtt_mean_ms=kernel_rtt,
+        rtt_error=abs(sim_rtt - kernel_rtt) / kernel_rtt if kernel_rtt > 0 else float("nan"),
+        sim_winner=winner(_by_cc(sim)) if mixed else None,
+        kernel_winner=winner(_by_cc(kernel)) if mixed else None,
+        pattern=case.shows,
+        kernel_valid=bool((kernel.validity or {}).get("valid", True)),
+    )
+    if case.shows:
+        comparison.sim_pattern_count = pattern_count(sim.flow_series, case.shows)
+        comparison.kernel_pattern_count = pattern_count(kernel.flow_series, case.shows)
+    return comparison
+
+
+@dataclass(frozen=True)
+class WinnerCheck:
+    name: str  # the pair, or the mixed case
+    sim: str
+    kernel: str
+
+    @property
+    def agrees(self) -> bool:
+        return self.sim == self.kernel
+
+
+def winner_checks(comparisons: Sequence[CaseComparison]) -> list[WinnerCheck]:
+    """One check per BBR/CUBIC pair of one-flow cases and per mixed case."""
+    checks = [WinnerCheck(c.case, c.sim_winner, c.kernel_winner) for c in comparisons if c.sim_winner and c.kernel_winner]
+    pairs: dict[str, dict[str, CaseComparison]] = {}
+    for c in comparisons:
+        if c.pair is not None:
+            pairs.setdefault(c.pair, {})[c.case.split("-", 1)[0]] = c
+    for pair, members in pairs.items():
+        if {"bbr", "cubic"} <= set(members):
+            bbr, cubic = members["bbr"], members["cubic"]
+            sim = winner({"bbr": bbr.sim_goodput_mbps, "cubic": cubic.sim_goodput_mbps})
+            kernel = winner({"bbr": bbr.kernel_goodput_mbps, "cubic": cubic.kernel_goodput_mbps})
+            assert sim is not None and kernel is not None
+            checks.append(WinnerCheck(pair, sim, kernel))
+    return checks
+
+
+@dataclass
+class SetSummary:
+    cases: int
+    goodput_median_error: float
+    goodput_p90_error: float
+    retrans_cases: int  # cases where either engine retransmitted
+    retrans_within_factor_share: float
+    winner_checks: list[WinnerCheck] = field(default_factory=list)
+    winner_agreement_share: float = float("nan")
+    queue_median_error_of_limit: float = float("nan")
+    rtt_median_error: float = float("nan")
+    patterns: list[tuple[str, str, int, int]] = field(default_factory=list)  # case, pattern, sim, kernel
+
+    def criteria(self) -> list[tuple[str, str, bool]]:
+        """(criterion, measured, met) for each of the issue's acceptance figures."""
+        pattern_ok = bool(self.patterns) and all(s >= MIN_PATTERN_COUNT and k >= MIN_PATTERN_COUNT for _, _, s, k in self.patterns)
+        return [
+            (f"goodput median |error| <= {GOODPUT_MEDIAN_MAX_ERROR:.0%}", f"{self.goodput_median_error:.1%}", self.goodput_median_error <= GOODPUT_MEDIAN_MAX_ERROR),
+            (f"goodput p90 |error| <= {GOODPUT_P90_MAX_ERROR:.0%}", f"{self.goodput_p90_error:.1%}", self.goodput_p90_error <= GOODPUT_P90_MAX_ERROR),
+            (
+                f"retransmissions within {RETRANS_FACTOR:g}x in >= {RETRANS_MIN_SHARE:.0%} of cases with any",
+                f"{self.retrans_within_factor_share:.0%} of {self.retrans_cases}",
+                self.retrans_within_factor_share >= RETRANS_MIN_SHARE,
+            ),
+            (
+                f"same BBR-vs-CUBIC winner in >= {WINNER_MIN_SHARE:.0%} of pairs",
+                f"{self.winner_agreement_share:.0%} of {len(self.winner_checks)}",
+                self.winner_agreement_share >= WINNER_MIN_SHARE,
+            ),
+            (
+                f"PROBE_RTT and sawtooth visible (>= {MIN_PATTERN_COUNT}) in both engines' cwnd",
+                "; ".join(f"{case} {pattern} sim {s} kernel {k}" for case, pattern, s, k in self.patterns) or "no case",
+                pattern_ok,
+            ),
+        ]
+
+
+def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
+    errors = np.array([c.goodput_error for c in comparisons], dtype=float)
+    retrans = [c.retrans_within_factor for c in comparisons if c.retrans_within_factor is not None]
+    checks = winner_checks(comparisons)
+    return SetSummary(
+        cases=len(comparisons),
+        goodput_median_error=float(np.median(errors)) if len(errors) else float("nan"),
+        goodput_p90_error=float(np.percentile(errors, 90)) if len(errors) else float("nan"),
+        retrans_cases=len(retrans),
+        retrans_within_factor_share=float(np.mean(retrans)) if retrans else float("nan"),
+        winner_checks=checks,
+        winner_agreement_share=float(np.mean([c.agrees for c in checks])) if checks else float("nan"),
+        queue_median_error_of_limit=float(np.nanmedian([c.queue_error_of_limit for c in comparisons])) if comparisons else float("nan"),
+        rtt_median_error=float(np.nanmedian([c.rtt_error for c in comparisons])) if comparisons else float("nan"),
+        patterns=[(c.case, c.pattern, c.sim_pattern_count or 0, c.kernel_pattern_count or 0) for c in comparisons if c.pattern],
+    )

@@ -1,0 +1,94 @@
+"""The report of `cclab validate`: summary.md, its figures, and the console lines."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cclab.fidelity import figures
+from cclab.results import RunResult
+from cclab.studies._common import fmt, markdown_table
+
+if TYPE_CHECKING:
+    from cclab.fidelity.runner import ValidationReport
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None or not math.isfinite(value) else f"{100 * value:.1f}%"
+
+
+def _ratio(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return "∞" if not math.isfinite(value) else f"{value:.2f}"
+
+
+def write_report(report: ValidationReport, run_dirs: dict[str, dict[str, Path | None]]) -> Path:
+    out = report.out_dir
+    figure_dir = out / "figures"
+    for comparison in report.comparisons:
+        runs = {engine: RunResult.read(run_dirs[engine][comparison.case]) for engine in ("sim", "kernel")}  # type: ignore[arg-type]
+        figures.case_figure(comparison.case, runs, figure_dir / comparison.case)
+    if report.comparisons:
+        figures.goodput_scatter(report.comparisons, figure_dir / "goodput_scatter")
+        figures.error_bars(report.comparisons, figure_dir / "errors")
+
+    summary = report.summary
+    lines = [
+        f"# Fidelity: validation set `{report.set.name}`, simulator against kernel",
+        "",
+        f"{report.set.description}. {len(report.set.cases)} cases; {summary.cases} compared; "
+        f"{report.wall_s:.0f} s wall for this call (finished runs are reused).",
+        "",
+        "## Figures of merit",
+        "",
+        markdown_table(["criterion", "measured", "met"], [(name, measured, "yes" if met else "**no**") for name, measured, met in summary.criteria()]),
+        "",
+        f"Median mean-queue difference: {_pct(summary.queue_median_error_of_limit)} of the buffer; "
+        f"median mean-RTT error: {_pct(summary.rtt_median_error)}.",
+        "",
+        "![goodput per case](figures/goodput_scatter.png)",
+        "![errors per case](figures/errors.png)",
+        "",
+        "## Cases",
+        "",
+        markdown_table(
+            ["case", "regime", "goodput sim / kernel (Mbit/s)", "error", "retrans sim / kernel", "ratio", "mean queue sim / kernel (KB)", "mean RTT sim / kernel (ms)", "winner sim / kernel"],
+            [
+                (
+                    f"[{c.case}](figures/{c.case}.png)",
+                    c.regime,
+                    f"{fmt(c.sim_goodput_mbps, 2)} / {fmt(c.kernel_goodput_mbps, 2)}",
+                    _pct(c.goodput_error),
+                    f"{c.sim_retrans} / {c.kernel_retrans}",
+                    _ratio(c.retrans_ratio),
+                    f"{fmt(c.sim_queue_mean_bytes / 1e3)} / {fmt(c.kernel_queue_mean_bytes / 1e3)}",
+                    f"{fmt(c.sim_rtt_mean_ms)} / {fmt(c.kernel_rtt_mean_ms)}",
+                    f"{c.sim_winner} / {c.kernel_winner}" if c.sim_winner else "",
+                )
+                for c in report.comparisons
+            ],
+        ),
+        "",
+        "## BBR against CUBIC",
+        "",
+        "Pairs are the same one-flow network with each CC; a mixed case's winner is the CC with more goodput. "
+        "Within 5% is a tie.",
+        "",
+        markdown_table(["pair or case", "sim", "kernel", "agree"], [(w.name, w.sim, w.kernel, "yes" if w.agrees else "**no**") for w in summary.winner_checks]),
+    ]
+    if report.excluded:
+        lines += ["", "## Left out", "", *[f"- {line}" for line in report.excluded]]
+    path = report.summary_path
+    staging = path.with_name(f".{path.name}.partial")
+    staging.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    staging.replace(path)
+    return path
+
+
+def console_lines(report: ValidationReport) -> list[str]:
+    lines = [f"{report.set.name}: {report.summary.cases} cases compared ({len(report.excluded)} left out)"]
+    lines += [f"  {'ok ' if met else 'NO '} {name}: {measured}" for name, measured, met in report.summary.criteria()]
+    lines += [f"  left out: {line}" for line in report.excluded]
+    return lines

@@ -1,0 +1,122 @@
+"""`cclab validate`: run a validation set on both engines, compare, write the report.
+
+Runs go into `OUT/runs/` through the sweep runner (atomic, resumable, Ctrl-C keeps what
+finished), keyed by config, engine and model version: a rerun only runs what is missing,
+and a changed simulator reruns only the simulator's side. The simulator's runs go first,
+in parallel; the kernel's follow one at a time, since kernel runs share the host. A
+kernel run that fails its validity checks is run once more; if it fails again its case
+is reported but left out of the figures of merit.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from cclab.errors import SpecError
+from cclab.fidelity.compare import CaseComparison, SetSummary, compare_case, summarize
+from cclab.fidelity.sets import Case, ValidationSet, get_set
+from cclab.results import RunResult
+from cclab.sweep import Expansion, RunSpec, default_jobs, run_key, run_planned
+
+ENGINES = ("sim", "kernel")
+
+
+@dataclass
+class ValidationReport:
+    set: ValidationSet
+    out_dir: Path
+    comparisons: list[CaseComparison]
+    excluded: list[str]  # cases left out: the kernel run was invalid twice, or a run failed
+    summary: SetSummary
+    wall_s: float
+    summary_path: Path
+
+
+def _plan(cases: list[Case], engine: str) -> dict[str, RunSpec]:
+    planned = {}
+    for case in cases:
+        scenario = case.scenario()
+        planned[case.name] = RunSpec(run_key(scenario.resolve(), engine), scenario, {"case": case.name}, 0, engine)
+    return planned
+
+
+def _progress(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def run_validation(
+    set_name: str,
+    out_dir: Path,
+    *,
+    jobs: int | None = None,
+    progress: bool = True,
+    retry_invalid: bool = True,
+) -> ValidationReport:
+    from cclab.fidelity.report import write_report
+    from cclab.store import finished_runs
+
+    started = time.perf_counter()
+    validation_set = get_set(set_name)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SpecError(f"--out {out_dir}: exists and is not a directory")
+    plans = {engine: _plan(validation_set.cases, engine) for engine in ENGINES}
+    # Check the kernel side before the simulator's runs: no root or no tc fails here.
+    from cclab.engines.kernel.preflight import preflight
+
+    for spec in plans["kernel"].values():
+        preflight(spec.scenario.resolve())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "set.json").write_text(
+        json.dumps({"set": validation_set.name, "cases": [{"name": c.name, "regime": c.regime, "pair": c.pair, "spec": c.spec} for c in validation_set.cases]}, indent=2)
+        + "\n",
+        encoding="utf-8",
+    )
+    for engine in ENGINES:
+        engine_jobs = jobs if jobs is not None and engine == "sim" else default_jobs(engine)
+        expansion = Expansion(runs=list(plans[engine].values()))
+        if progress:
+            _progress(f"{validation_set.name}: {len(expansion.runs)} cases on the {engine} engine")
+        run_planned(f"validate-{validation_set.name}-{engine}", expansion, out_dir, engine_label=engine, jobs=engine_jobs, progress=progress)
+        if engine == "kernel" and retry_invalid:
+            invalid = [spec for spec in expansion.runs if _invalid(out_dir, spec.run_key)]
+            if invalid:
+                if progress:
+                    _progress(f"running {len(invalid)} invalid kernel run(s) once more: " + ", ".join(s.axis_values["case"] for s in invalid))
+                for spec in invalid:
+                    shutil.rmtree(out_dir / "runs" / spec.run_key)
+                run_planned(f"validate-{validation_set.name}-kernel-retry", Expansion(runs=invalid), out_dir, engine_label=engine, jobs=1, progress=progress)
+
+    finished = finished_runs(out_dir)
+    comparisons, excluded = [], []
+    for case in validation_set.cases:
+        keys = {engine: plans[engine][case.name].run_key for engine in ENGINES}
+        if not all(key in finished for key in keys.values()):
+            excluded.append(f"{case.name}: a run failed (see failures.jsonl)")
+            continue
+        sim, kernel = (RunResult.read(finished[keys[engine]]) for engine in ENGINES)
+        comparison = compare_case(case, sim, kernel)
+        if not comparison.kernel_valid:
+            reasons = "; ".join((kernel.validity or {}).get("reasons", []))
+            excluded.append(f"{case.name}: kernel run invalid ({reasons})")
+            continue
+        comparisons.append(comparison)
+    summary = summarize(comparisons)
+    pd.DataFrame([c.row() for c in comparisons]).to_csv(out_dir / "comparison.csv", index=False)
+    report = ValidationReport(validation_set, out_dir, comparisons, excluded, summary, time.perf_counter() - started, out_dir / "summary.md")
+    write_report(report, {engine: {name: finished.get(spec.run_key) for name, spec in plans[engine].items()} for engine in ENGINES})
+    return report
+
+
+def _invalid(out_dir: Path, key: str) -> bool:
+    meta = out_dir / "runs" / key / "result.json"
+    if not meta.is_file():
+        return False
+    validity = json.loads(meta.read_text(encoding="utf-8")).get("validity") or {}
+    return validity.get("valid") is False

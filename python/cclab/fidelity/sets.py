@@ -1,0 +1,149 @@
+"""Validation sets: named scenarios run on both engines to measure the simulator's fidelity.
+
+A case is one scenario in spec form. Cases that share a `pair` differ only in the CC
+(one BBR, one CUBIC), so each engine names a winner for the pair; a case whose flows mix
+BBR and CUBIC names its own winner (the CC with the larger share).
+
+Rates stay at or below 100 Mbit/s: on this 2-core host the kernel engine emulates that
+faithfully (docs/FIDELITY.md: above ~250 Mbit/s the host itself smooths CUBIC's slow start).
+Durations are short so that the default set's kernel runs finish in about 15 minutes, but
+long enough (25 s) in the cases that must show BBR's PROBE_RTT every 10 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cclab.errors import SpecError
+from cclab.spec import Scenario
+
+# Validation runs sample flows every 50 ms and the queue every 10 ms: fine enough to see
+# CUBIC's sawtooth and PROBE_RTT's 200 ms dip, coarse enough to keep results small.
+FLOW_SAMPLE_INTERVAL_MS = 50.0
+QUEUE_SAMPLE_INTERVAL_MS = 10.0
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    regime: str  # what part of the seeds' space it covers: buffer, loss, gain, flows, rtt
+    spec: dict[str, Any]  # scenario in spec form
+    pair: str | None = None  # cases with the same pair: BBR vs CUBIC on one network
+    # The cwnd series of this case must show BBR's PROBE_RTT or CUBIC's sawtooth.
+    shows: str | None = None  # "probe_rtt" | "sawtooth"
+
+    def scenario(self) -> Scenario:
+        try:
+            return Scenario.from_dict(self.spec)
+        except SpecError as error:
+            raise SpecError(f"validation case {self.name}: {error.line}") from None
+
+
+@dataclass(frozen=True)
+class ValidationSet:
+    name: str
+    description: str
+    cases: list[Case] = field(default_factory=list)
+
+
+def _spec(
+    *,
+    rate_mbps: float,
+    rtt_ms: float,
+    buffer: str,
+    flows: list[dict[str, Any]],
+    duration_s: float,
+    loss: float = 0.0,
+) -> dict[str, Any]:
+    return {
+        "duration_s": duration_s,
+        "seed": 1,
+        "bottleneck": {"rate_mbps": rate_mbps, "rtt_ms": rtt_ms, "buffer": buffer, "loss": loss},
+        "flows": flows,
+        "output": {"flow_sample_interval_ms": FLOW_SAMPLE_INTERVAL_MS, "queue_sample_interval_ms": QUEUE_SAMPLE_INTERVAL_MS},
+    }
+
+
+def _pair(regime: str, label: str, *, shows: dict[str, str] | None = None, **network: Any) -> list[Case]:
+    """The same one-flow network with BBR and with CUBIC."""
+    shows = shows or {}
+    return [
+        Case(f"{cc}-{label}", regime, _spec(flows=[{"cc": cc}], **network), pair=label, shows=shows.get(cc))
+        for cc in ("bbr", "cubic")
+    ]
+
+
+def _pct(loss: float) -> str:
+    return f"{loss * 100:g}pct"
+
+
+def default_set() -> ValidationSet:
+    cases: list[Case] = []
+    # Buffers and BDPs: low BDP (20 Mbit/s x 10 ms = 25 KB) to high (100 Mbit/s x 100 ms =
+    # 1.25 MB), buffers from 0.08 to 4 BDP. cao2019's regimes, scaled to what the kernel
+    # engine emulates faithfully here.
+    cases += _pair("buffer", "20M-10ms-4bdp", rate_mbps=20, rtt_ms=10, buffer="4bdp", duration_s=15)
+    cases += _pair("buffer", "20M-10ms-0.5bdp", rate_mbps=20, rtt_ms=10, buffer="0.5bdp", duration_s=15)
+    cases += _pair(
+        "buffer", "50M-40ms-1bdp", rate_mbps=50, rtt_ms=40, buffer="1bdp", duration_s=25,
+        shows={"bbr": "probe_rtt", "cubic": "sawtooth"},
+    )  # fmt: skip
+    cases += _pair("buffer", "50M-40ms-0.2bdp", rate_mbps=50, rtt_ms=40, buffer="0.2bdp", duration_s=20)
+    cases += _pair("buffer", "100M-100ms-2bdp", rate_mbps=100, rtt_ms=100, buffer="2bdp", duration_s=25, shows={"bbr": "probe_rtt"})
+    cases += _pair("buffer", "100M-100ms-100KB", rate_mbps=100, rtt_ms=100, buffer="100KB", duration_s=25)
+    cases += _pair("buffer", "10M-200ms-1bdp", rate_mbps=10, rtt_ms=200, buffer="1bdp", duration_s=25)
+    # Random loss from 0.01% to 20% (rebbr, cao2019's loss axis), 1 BDP buffer.
+    for loss in (0.0001, 0.001, 0.01, 0.05, 0.2):
+        cases += _pair("loss", f"50M-20ms-{_pct(loss)}", rate_mbps=50, rtt_ms=20, buffer="1bdp", loss=loss, duration_s=15)
+    # BBR's PROBE_BW up-gain 1.1 and 1.5 (cliff): below, between and beyond their cliff
+    # points (1 - 1/gain = 9.1% and 33.3%), in a deep buffer as in Cao et al. Fig. 7.
+    for gain in (1.1, 1.5):
+        for loss in (0.02, 0.15):
+            cases.append(
+                Case(
+                    f"bbr{gain:g}-50M-25ms-{_pct(loss)}",
+                    "gain",
+                    _spec(rate_mbps=50, rtt_ms=25, buffer="10bdp", loss=loss, duration_s=15, flows=[{"cc": "bbr", "probe_bw_gain": gain}]),
+                )
+            )
+    # Several flows: same CC, mixed, and one pair with different RTTs.
+    flows_net = {"rate_mbps": 50, "rtt_ms": 20, "buffer": "1bdp", "duration_s": 20}
+    cases += [
+        Case("2bbr-50M-20ms-1bdp", "flows", _spec(flows=[{"cc": "bbr", "count": 2}], **flows_net)),
+        Case("2cubic-50M-20ms-1bdp", "flows", _spec(flows=[{"cc": "cubic", "count": 2}], **flows_net)),
+        Case("bbr+cubic-50M-20ms-1bdp", "flows", _spec(flows=[{"cc": "bbr"}, {"cc": "cubic"}], **flows_net)),
+        Case("4bbr-50M-20ms-1bdp", "flows", _spec(flows=[{"cc": "bbr", "count": 4}], **flows_net)),
+        Case("4cubic-50M-20ms-1bdp", "flows", _spec(flows=[{"cc": "cubic", "count": 4}], **flows_net)),
+        Case("2bbr+2cubic-50M-20ms-1bdp", "flows", _spec(flows=[{"cc": "bbr", "count": 2}, {"cc": "cubic", "count": 2}], **flows_net)),
+        Case(
+            "bbr+cubic-50M-20ms-5bdp", "flows",
+            _spec(flows=[{"cc": "bbr"}, {"cc": "cubic"}], rate_mbps=50, rtt_ms=20, buffer="5bdp", duration_s=20),
+        ),  # fmt: skip
+        Case(
+            "2cubic-rtt20+60ms-50M", "rtt",
+            _spec(flows=[{"cc": "cubic"}, {"cc": "cubic", "extra_rtt_ms": 40}], rate_mbps=50, rtt_ms=20, buffer="1bdp", duration_s=20),
+        ),  # fmt: skip
+        Case(
+            "2bbr-rtt20+60ms-50M", "rtt",
+            _spec(flows=[{"cc": "bbr"}, {"cc": "bbr", "extra_rtt_ms": 40}], rate_mbps=50, rtt_ms=20, buffer="1bdp", duration_s=20),
+        ),  # fmt: skip
+    ]
+    return ValidationSet("default", "the seeds' regimes at rates the kernel engine emulates faithfully here", cases)
+
+
+def quick_set() -> ValidationSet:
+    """Three short cases (a pair and a mixed pair): the command end to end in about a minute."""
+    network = {"rate_mbps": 20, "rtt_ms": 20, "buffer": "1bdp", "duration_s": 4}
+    cases = _pair("buffer", "20M-20ms-1bdp", **network)
+    cases.append(Case("bbr+cubic-20M-20ms-1bdp", "flows", _spec(flows=[{"cc": "bbr"}, {"cc": "cubic"}], **network)))
+    return ValidationSet("quick", "three 4 s cases: a smoke test of the method", cases)
+
+
+SETS = {"default": default_set, "quick": quick_set}
+
+
+def get_set(name: str) -> ValidationSet:
+    if name not in SETS:
+        raise SpecError(f"--set: unknown validation set {name!r}; one of {', '.join(SETS)}")
+    return SETS[name]()
