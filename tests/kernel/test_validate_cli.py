@@ -1,0 +1,43 @@
+"""`cclab validate --set quick` end to end: both engines, the report, and resuming."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from cclab.results import RunResult
+from cclab.store import finished_runs
+from conftest import run_cli
+from kernelcase import requires_kernel_engine
+
+pytestmark = requires_kernel_engine
+
+
+def test_validate_runs_both_engines_reports_every_case_and_reuses_finished_runs(tmp_path: Path) -> None:
+    out = tmp_path / "validate"
+    done = run_cli("validate", "--set", "quick", "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert "goodput median |error|" in done.stdout
+    runs = finished_runs(out)
+    engines = [RunResult.read(path).provenance["engine"] for path in runs.values()]
+    # An invalid kernel run is run once more, replacing the first attempt: 3 runs each.
+    assert sorted(engines) == ["kernel"] * 3 + ["sim"] * 3
+    with open(out / "comparison.csv", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    compared = {row["case"] for row in rows}
+    left_out = summary.count("kernel run invalid")
+    assert len(compared) + left_out == 3
+    for row in rows:
+        # Goodput is bounded by the link: 20 Mbit/s, less headers.
+        assert 0 < float(row["sim_goodput_mbps"]) <= 20 and 0 < float(row["kernel_goodput_mbps"]) <= 20
+        assert (out / "figures" / f"{row['case']}.png").stat().st_size > 10_000
+        assert f"figures/{row['case']}.png" in summary
+    assert (out / "figures" / "goodput_scatter.png").is_file()
+
+    stored = {key: path.stat().st_mtime_ns for key, path in runs.items()}
+    again = run_cli("validate", "--set", "quick", "--out", out)
+    assert again.returncode == 0, again.stderr
+    # Finished runs are reused, not run again.
+    assert {key: path.stat().st_mtime_ns for key, path in finished_runs(out).items()} == stored
+

@@ -1,0 +1,190 @@
+"""`cclab validate`'s parts that need no kernel: the set, the comparison, the figures of merit.
+
+Comparisons are checked on real simulator results, with a second result derived from the
+first where a test needs two engines to differ by a known amount.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cclab.engines import get_engine
+from cclab.errors import SpecError
+from cclab.fidelity import compare
+from cclab.fidelity.sets import Case, default_set, get_set, quick_set
+from cclab.results import RunResult
+from conftest import run_cli
+
+# The kernel engine's envelope on this machine (docs/FIDELITY.md): at most this rate.
+KERNEL_FAITHFUL_RATE_MBPS = 100
+# Kernel engine overhead per run, measured (namespaces, iperf3 start, teardown): about 1 s.
+KERNEL_RUN_OVERHEAD_S = 2.0
+
+
+def test_the_default_set_is_about_forty_valid_cases_within_the_kernel_envelope_and_twenty_minutes() -> None:
+    cases = default_set().cases
+    assert 30 <= len(cases) <= 45
+    assert len({c.name for c in cases}) == len(cases)
+    scenarios = [c.scenario() for c in cases]
+    assert max(s.bottleneck.rate_mbps for s in scenarios) <= KERNEL_FAITHFUL_RATE_MBPS
+    kernel_s = sum(s.duration_s + KERNEL_RUN_OVERHEAD_S for s in scenarios)
+    assert kernel_s < 20 * 60
+
+
+def test_the_default_set_covers_the_regimes_the_issue_names() -> None:
+    scenarios = {c.name: c.scenario() for c in default_set().cases}
+    bdp_buffers = []
+    for s in scenarios.values():
+        bdp_bytes = s.bottleneck.rate_bps * s.bottleneck.rtt_ms / 1e3 / 8
+        bdp_buffers.append((bdp_bytes, s.resolve()["bottleneck"]["queue_limit_bytes"] / bdp_bytes))
+    assert min(b for _, b in bdp_buffers) <= 0.2 and max(b for _, b in bdp_buffers) >= 2  # shallow and deep
+    assert min(d for d, _ in bdp_buffers) <= 30e3 and max(d for d, _ in bdp_buffers) >= 1e6  # low and high BDP
+    losses = {s.bottleneck.loss for s in scenarios.values()}
+    assert min(v for v in losses if v > 0) <= 0.0001 and max(losses) >= 0.2
+    gains = {f.probe_bw_gain for s in scenarios.values() for f in s.flows}
+    assert {1.1, 1.5} <= gains
+    flow_mixes = {(len(s.resolve()["flows"]), frozenset(f.cc for f in s.flows)) for s in scenarios.values()}
+    for count in (2, 4):
+        assert (count, frozenset({"bbr"})) in flow_mixes and (count, frozenset({"cubic"})) in flow_mixes
+        assert (count, frozenset({"bbr", "cubic"})) in flow_mixes
+    assert any(len({f.extra_rtt_ms for f in s.flows}) > 1 for s in scenarios.values())
+    pairs: dict[str, set[str]] = {}
+    for c in default_set().cases:
+        if c.pair:
+            pairs.setdefault(c.pair, set()).add(c.scenario().flows[0].cc)
+    assert pairs and all(members == {"bbr", "cubic"} for members in pairs.values())
+    assert {"probe_rtt", "sawtooth"} <= {c.shows for c in default_set().cases}
+
+
+def test_an_unknown_set_is_one_line_naming_the_option() -> None:
+    with pytest.raises(SpecError, match=r"^--set: unknown validation set 'nope'; one of default, quick"):
+        get_set("nope")
+
+
+def test_a_broken_case_names_itself() -> None:
+    case = Case("bad", "buffer", {"duration_s": 1, "bottleneck": {"rate_mbps": -1, "rtt_ms": 1}, "flows": [{"cc": "bbr"}]})
+    with pytest.raises(SpecError, match=r"^validation case bad: bottleneck.rate_mbps"):
+        case.scenario()
+
+
+@pytest.mark.parametrize(
+    ("bbr", "cubic", "expected"),
+    [(50.0, 10.0, "bbr"), (10.0, 50.0, "cubic"), (50.0, 48.0, "tie"), (0.0, 0.0, "tie")],
+)
+def test_the_winner_needs_a_margin_of_five_percent(bbr: float, cubic: float, expected: str) -> None:
+    assert compare.winner({"bbr": bbr, "cubic": cubic}) == expected
+
+
+def test_there_is_no_winner_without_both_ccs() -> None:
+    assert compare.winner({"bbr": 10.0}) is None
+
+
+def _series(cwnd: list[float], flow_id: int = 0) -> pd.DataFrame:
+    return pd.DataFrame({"time_s": np.arange(len(cwnd)) * 0.05, "flow_id": flow_id, "cwnd_pkts": cwnd})
+
+
+def test_probe_rtt_dips_are_counted_after_the_ramp_not_at_the_start() -> None:
+    steady = [60.0] * 200
+    cwnd = [10.0, 4.0, 30.0] + steady + [4.0] * 5 + steady + [4.0] * 5 + steady
+    assert compare.pattern_count(_series(cwnd), "probe_rtt") == 2
+    assert compare.pattern_count(_series([10.0, 4.0, 30.0] + steady), "probe_rtt") == 0
+
+
+def test_sawtooth_teeth_are_drops_of_a_fifth_or_more_and_the_fewest_flow_counts() -> None:
+    tooth = list(np.linspace(50, 100, 20))
+    sawtooth = tooth * 3  # 100 -> 50 twice
+    flat = [80.0] * 60
+    assert compare.pattern_count(_series(sawtooth), "sawtooth") == 2
+    both = pd.concat([_series(sawtooth, 0), _series(flat, 1)])
+    assert compare.pattern_count(both, "sawtooth") == 0
+
+
+@pytest.fixture(scope="module")
+def mixed_result() -> RunResult:
+    case = quick_set().cases[-1]
+    return get_engine("sim").run(case.scenario())
+
+
+def _scaled(result: RunResult, goodput_factor: float, retrans_factor: float) -> RunResult:
+    other = copy.deepcopy(result)
+    other.flows["goodput_mbps"] = other.flows["goodput_mbps"] * goodput_factor
+    other.flows["retrans_segments"] = (other.flows["retrans_segments"] * retrans_factor).round().astype("int64")
+    return other
+
+
+def test_a_run_compared_with_itself_has_no_error_and_the_same_winner(mixed_result: RunResult) -> None:
+    case = quick_set().cases[-1]
+    same = compare.compare_case(case, mixed_result, copy.deepcopy(mixed_result))
+    assert same.goodput_error == 0 and same.rtt_error == 0 and same.queue_error_of_limit == 0
+    assert same.sim_winner == same.kernel_winner and same.sim_winner in ("bbr", "cubic", "tie")
+    if same.sim_retrans:
+        assert same.retrans_ratio == 1 and same.retrans_within_factor
+
+
+def test_goodput_error_and_retransmission_ratio_follow_a_known_difference(mixed_result: RunResult) -> None:
+    case = quick_set().cases[-1]
+    kernel = _scaled(mixed_result, 0.8, 3.0)
+    result = compare.compare_case(case, mixed_result, kernel)
+    assert result.goodput_error == pytest.approx(0.25, rel=1e-9)  # sim is 1/0.8 = 1.25x kernel
+    if mixed_result.flows["retrans_segments"].sum() >= 10:
+        assert result.retrans_ratio == pytest.approx(1 / 3, rel=0.1)
+        assert result.retrans_within_factor is False
+
+
+def test_goodput_error_sums_group_differences_so_opposite_shares_do_not_cancel(mixed_result: RunResult) -> None:
+    case = quick_set().cases[-1]
+    kernel = copy.deepcopy(mixed_result)
+    kernel.flows["goodput_mbps"] = kernel.flows["goodput_mbps"].to_numpy()[::-1]  # swap BBR's and CUBIC's goodput
+    result = compare.compare_case(case, mixed_result, kernel)
+    total = float(mixed_result.flows["goodput_mbps"].sum())
+    gap = abs(float(np.diff(mixed_result.flows["goodput_mbps"].to_numpy())[0]))
+    assert result.sim_goodput_mbps == pytest.approx(result.kernel_goodput_mbps)
+    assert result.goodput_error == pytest.approx(2 * gap / total)
+
+
+def _comparison(name: str, error: float, retrans: tuple[int, int], pair: str | None = None, sim_goodput: float = 10.0) -> compare.CaseComparison:
+    ratio = retrans[0] / retrans[1] if retrans[1] else (math.inf if retrans[0] else None)
+    return compare.CaseComparison(
+        case=name, regime="buffer", pair=pair, sim_goodput_mbps=sim_goodput, kernel_goodput_mbps=sim_goodput / (1 + error),
+        goodput_error=error, sim_retrans=retrans[0], kernel_retrans=retrans[1], retrans_ratio=ratio,
+        retrans_within_factor=None if ratio is None else 0.5 <= ratio <= 2, sim_queue_mean_bytes=0, kernel_queue_mean_bytes=0,
+        queue_limit_bytes=1e5, queue_error_of_limit=0, sim_rtt_mean_ms=20, kernel_rtt_mean_ms=20, rtt_error=0,
+    )  # fmt: skip
+
+
+def test_the_figures_of_merit_are_the_issues_thresholds() -> None:
+    errors = [0.01] * 8 + [0.20, 0.30]
+    comparisons = [_comparison(f"bbr-n{i}", e, (10, 10) if i < 8 else (10, 50), pair=f"n{i}") for i, e in enumerate(errors)]
+    summary = compare.summarize(comparisons)
+    assert summary.goodput_median_error == pytest.approx(0.01)
+    assert summary.goodput_p90_error == pytest.approx(np.percentile(errors, 90))
+    assert summary.retrans_cases == 10 and summary.retrans_within_factor_share == pytest.approx(0.8)
+    criteria = summary.criteria()
+    assert criteria[0][2] is True  # median 1% <= 5%
+    assert criteria[1][2] is False  # p90 = 21%: between the 20% and 30% cases
+    assert criteria[2][2] is True  # exactly 80%
+    assert criteria[4][2] is False  # no case shows a pattern
+
+
+def test_pairs_of_one_flow_cases_name_each_engines_winner() -> None:
+    pair = [
+        _comparison("bbr-x", 0.0, (0, 0), pair="x", sim_goodput=40.0),
+        _comparison("cubic-x", 0.0, (0, 0), pair="x", sim_goodput=10.0),
+    ]
+    pair[1].kernel_goodput_mbps = 45.0  # the kernel's CUBIC beats its BBR (40)
+    checks = compare.winner_checks(pair)
+    assert [(c.name, c.sim, c.kernel, c.agrees) for c in checks] == [("x", "bbr", "cubic", False)]
+
+
+def test_validate_with_an_unknown_set_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "validate"
+    done = run_cli("validate", "--set", "nope", "--out", out)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["error: --set: unknown validation set 'nope'; one of default, quick"]
+    assert not out.exists()
