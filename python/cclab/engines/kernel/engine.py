@@ -1,13 +1,15 @@
 """`run()`: one resolved config on real Linux TCP in network namespaces.
 
 Order: preflight (which picks the delay mechanism), the host-wide run lock (runlock.py:
-one kernel run at a time, held until teardown is done), stale cleanup, namespaces and veths,
+one kernel run at a time, held until teardown is done), stale cleanup (namespaces and
+BPF congestion controls), building and registering BBR at other gains (bpf_cc.py), namespaces and veths,
 host settings, tbf, counters and loss rules, delay (netem on the router's interfaces towards
 the senders, or the NFQUEUE delay line), idle-RTT ping, iperf3 servers (unbounded flows) and
 the finite-flow receiver with its SYN clock (finite.py), samplers, clients at their start
 times, wait (finite flows still going at the end of the run are stopped there), counters,
 teardown. Teardown runs on success, failure, exception,
-SIGINT and SIGTERM (handlers raise into the `finally`), and from atexit as a last resort.
+SIGINT and SIGTERM (handlers raise into the `finally`), and from atexit as a last resort;
+it unregisters the run's BPF congestion controls after the namespaces (and their sockets) are gone.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cclab.engines.kernel import assemble, finite, netem, probes, shaping, topology, traffic
+from cclab.engines.kernel import assemble, bpf_cc, finite, netem, probes, shaping, topology, traffic
 from cclab.engines.kernel.delayline import DelayLine, queues_for
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.netns import RunNamespaces, cleanup_stale, new_run_id, ns_run
-from cclab.engines.kernel.preflight import preflight
+from cclab.engines.kernel.preflight import kernel_config, preflight
 from cclab.engines.kernel.provenance import provenance
 from cclab.engines.kernel.runlock import exclusive_run
 
@@ -100,20 +102,32 @@ def run(config: dict, *, progress: Callable[[dict], None] | None = None) -> dict
 def _run_locked(config: dict, progress: Callable[[dict], None] | None) -> dict:
     choice = netem.choose(config)  # the probe result is cached: no second scratch namespace
     cleanup_stale()
+    bpf_cc.cleanup_stale()
     namespaces = RunNamespaces(new_run_id())
+    ccs = bpf_cc.RunCcs(namespaces.run_id)
     atexit.register(namespaces.destroy)
+    atexit.register(ccs.unregister_all)
     workdir = Path(tempfile.mkdtemp(prefix=f"cclab-{namespaces.run_id}-"))
     started = _Started()
     try:
         with _signals_raise():
             try:
-                return _run(config, choice, namespaces, workdir, started, progress)
+                needed = bpf_cc.bpf_names(config)
+                if needed:
+                    ccs.register(needed, bpf_cc.kernel_defines(kernel_config()))
+                result = _run(config, choice, namespaces, workdir, started, progress)
+                if ccs.objects:
+                    result["provenance"]["bpf_congestion_controls"] = ccs.describe()
+                return result
             finally:
                 started.stop_all()
-                namespaces.destroy()
+                namespaces.destroy()  # no socket uses a BPF CC after this
+                ccs.unregister_all()
     finally:
         namespaces.destroy()
+        ccs.unregister_all()
         atexit.unregister(namespaces.destroy)
+        atexit.unregister(ccs.unregister_all)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -160,7 +174,8 @@ def _run(  # noqa: PLR0915
 
     plans = [
         traffic.FlowPlan(
-            flow_id=f["flow_id"], index=i, cc=f["cc"], start_s=f["start_ns"] / 1e9, sender_ns=topo.senders[i],
+            flow_id=f["flow_id"], index=i, cc=f["cc"], kernel_cc=bpf_cc.kernel_cc_name(f["cc"], f.get("probe_bw_gain")),
+            start_s=f["start_ns"] / 1e9, sender_ns=topo.senders[i],
             ports=ports[i], seconds=None if f.get("size_bytes") else traffic.plan_seconds(duration_ns, f["start_ns"]),
             size_bytes=f.get("size_bytes"),
         )  # fmt: skip

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from functools import lru_cache
 
-from cclab.engines.kernel import netem
+from cclab.engines.kernel import bpf_cc, netem
 from cclab.engines.kernel.delayline import find_binary
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.topology import MAX_FLOWS
@@ -22,7 +22,8 @@ MAX_HELD_ACKS = 200_000
 #: Delayed ACKs acknowledge about every second full frame (tcp_send_delayed_ack / quick ack).
 FRAMES_PER_ACK = 2
 FRAME_BITS = 1514 * 8
-#: Linux BBRv1's PROBE_BW up-gain (tcp_bbr.c bbr_pacing_gain[0] = BBR_UNIT * 5 / 4).
+#: Linux BBRv1's PROBE_BW up-gain (tcp_bbr.c bbr_pacing_gain[0] = BBR_UNIT * 5 / 4); BBR
+#: at any other gain runs as a BPF congestion control (bpf_cc.py).
 KERNEL_BBR_PROBE_BW_GAIN = 1.25
 TOOLS = {
     "ip": "iproute2",
@@ -89,16 +90,26 @@ def preflight(config: dict) -> None:
         raise KernelEngineError(f"flows: the kernel engine supports at most {MAX_FLOWS} flows (got {len(flows)})")
     with open(AVAILABLE_CC) as f:
         available = f.read().split()
+    bpf_problem: str | None | bool = False  # not asked yet
     for f in flows:
-        if f["cc"] not in available:
+        gain = f.get("probe_bw_gain")
+        try:
+            kernel_cc = bpf_cc.kernel_cc_name(f["cc"], gain)
+        except ValueError as error:
+            raise KernelEngineError(f"flow {f['flow_id']}: {error} (the kernel engine builds BBR per 0.001 of gain)") from None
+        if bpf_cc.is_bpf_name(kernel_cc):
+            if bpf_problem is False:
+                bpf_problem = bpf_cc.toolchain_problem() or _hz_problem()
+            if bpf_problem:
+                raise KernelEngineError(
+                    f"flow {f['flow_id']}: probe_bw_gain {gain} needs BBR built as a BPF congestion control "
+                    f"(kernel BBR's gain is fixed at {KERNEL_BBR_PROBE_BW_GAIN}), but {bpf_problem}; "
+                    "run `make install` or use the sim engine"
+                )
+        elif f["cc"] not in available:
             raise KernelEngineError(
                 f"flow {f['flow_id']}: this kernel lacks CC {f['cc']} ({AVAILABLE_CC} lists {' '.join(available)}); "
                 f"try `modprobe tcp_{f['cc']}`"
-            )
-        gain = f.get("probe_bw_gain")
-        if f["cc"] == "bbr" and gain is not None and abs(gain - KERNEL_BBR_PROBE_BW_GAIN) > 1e-9:
-            raise KernelEngineError(
-                f"flow {f['flow_id']}: kernel BBR's probe_bw gain is fixed at 1.25 (got {gain}); use the sim engine"
             )
         if f.get("rwnd_bytes") is not None:
             raise KernelEngineError(f"flow {f['flow_id']}: rwnd_bytes is not supported by the kernel engine")
@@ -124,6 +135,12 @@ def preflight(config: dict) -> None:
             f"bottleneck: rate x RTT ({rate / 1e6:.0f} Mbit/s x {max_delay / 1e6:.0f} ms) needs more held ACKs "
             f"than the delay line holds faithfully ({MAX_HELD_ACKS}); use the sim engine"
         )
+
+
+def _hz_problem() -> str | None:
+    if not kernel_config().get("CONFIG_HZ"):
+        return "the kernel's CONFIG_HZ is unknown (/proc/config.gz is not readable)"
+    return None
 
 
 def _require(needed: dict[str, tuple[str, str]]) -> None:

@@ -35,6 +35,8 @@ TCA_STATS_QUEUE = 3
 ALL_TCP_STATES = 0xFFF  # a socket in any state: the sender may be closing when sampled
 BBR_UNIT = 256  # gains in tcp_bbr_info are shifted left 8 bits
 # enum tcp_ca_state (include/net/tcp.h)
+#: bpf_cc.CA_PREFIX: BBR at other gains, a BPF struct_ops CC without get_info.
+BPF_BBR_PREFIX = "cclab_bbr"
 CA_STATE_NAMES = {0: "open", 1: "disorder", 2: "cwr", 3: "recovery", 4: "loss"}
 
 
@@ -99,7 +101,7 @@ class TcpSample:
         # tcp_packets_in_flight(): packets_out - (sacked_out + lost_out) + retrans_out
         return self.unacked_pkts - self.lost_pkts + self.retrans_pkts_now
 
-    def mode(self) -> str:
+    def mode(self) -> str | None:
         if self.bbr_pacing_gain is not None:
             # bbr_update_gains(): STARTUP and DRAIN keep cwnd_gain = high_gain; PROBE_RTT
             # runs at unity gains; PROBE_BW cycles pacing gain with cwnd_gain 2.
@@ -110,6 +112,8 @@ class TcpSample:
             if self.bbr_cwnd_gain == BBR_UNIT:
                 return "probe_rtt"
             return "probe_bw"
+        if self.cc.startswith(BPF_BBR_PREFIX):
+            return None  # a BPF CC cannot answer INET_DIAG_BBRINFO (no get_info): mode unknown
         if self.ca_state in (3, 4):
             return CA_STATE_NAMES[self.ca_state]
         return "slow_start" if self.cwnd_pkts < self.ssthresh_pkts else "congestion_avoidance"

@@ -34,6 +34,7 @@ def ports_for(n_flows: int) -> list[FlowPorts]:
 class FlowPlan:
     flow_id: int
     index: int
+    #: the flow's CC as the spec names it (reported in results)
     cc: str
     start_s: float
     sender_ns: str
@@ -41,6 +42,8 @@ class FlowPlan:
     #: -t seconds (iperf3 takes whole seconds) or -n bytes
     seconds: int | None
     size_bytes: int | None
+    #: the kernel CC the socket selects (iperf3 -C): `cc`, or a cclab_bbr<gain> BPF CC
+    kernel_cc: str | None = None
 
 
 def plan_seconds(duration_ns: int, start_ns: int) -> int:
@@ -92,7 +95,7 @@ def block_bytes(size_bytes: int) -> int | None:
 
 def start_client(p: FlowPlan, workdir: Path) -> subprocess.Popen:
     args = ["iperf3", "-c", RECEIVER_IP, "-p", str(p.ports.server), "--cport", str(p.ports.client)]
-    args += ["-C", p.cc, "--json", "-i", "0"]
+    args += ["-C", p.kernel_cc or p.cc, "--json", "-i", "0"]
     if p.size_bytes is not None:
         args += ["-n", str(p.size_bytes)]
         block = block_bytes(p.size_bytes)
