@@ -19,11 +19,15 @@ INSTALLED := $(VENV)/.installed
 install: system-deps $(INSTALLED)
 
 # The kernel engine drives iperf3, iptables (loss and counters), ethtool (offloads)
-# and ping (idle RTT check); the simulator needs none of them.
-KERNEL_TOOLS := iperf3 iptables ethtool ping
+# and ping (idle RTT check), and builds BBR at other gains as a BPF congestion control
+# with clang, libbpf's headers and bpftool (Debian puts it in /usr/sbin); the simulator
+# needs none of them.
+KERNEL_TOOLS := iperf3 iptables ethtool ping clang
 system-deps:
 	@missing=; for t in $(KERNEL_TOOLS); do command -v $$t >/dev/null || missing=1; done; \
-	if [ -n "$$missing" ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 iptables ethtool iputils-ping; fi
+	{ command -v bpftool >/dev/null || test -x /usr/sbin/bpftool; } || missing=1; \
+	test -f /usr/include/bpf/bpf_helpers.h || missing=1; \
+	if [ -n "$$missing" ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iperf3 iptables ethtool iputils-ping clang libbpf-dev bpftool; fi
 	@command -v cargo >/dev/null || { command -v rustup >/dev/null && rustup default stable; } || \
 		{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y cargo rustc; }
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
