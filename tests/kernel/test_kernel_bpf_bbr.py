@@ -1,0 +1,145 @@
+"""BBR at other PROBE_BW gains on the kernel engine (BPF struct_ops port of tcp_bbr.c).
+
+The port at Linux's gain must behave like the kernel's own `bbr` (the fidelity proof);
+the gains 1.1 and 1.5 must fall on either side of the loss cliff (gain x (1 - loss) = 1);
+and nothing stays registered after a run, whether it ends well, fails or is interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from cclab.engines.kernel import bpf_cc, run
+from cclab.engines.kernel.preflight import kernel_config
+from cclab.engines.kernel.runlock import exclusive_run
+from kernelcase import make_config, requires_kernel_engine, run_valid
+
+pytestmark = [
+    requires_kernel_engine,
+    pytest.mark.skipif(bpf_cc.toolchain_problem() is not None, reason=f"no BPF toolchain: {bpf_cc.toolchain_problem()}"),
+]
+
+#: 50 Mbit/s, 40 ms, 1 BDP of buffer, 15 s: the port-vs-built-in scenario.
+PORT_SCENARIO = {"rate_bps": 50_000_000, "rtt_ns": 40_000_000, "queue_limit_bytes": 250_000, "duration_ns": 15_000_000_000}
+#: 100 Mbit/s, 25 ms, 1 BDP, 15% random loss: between the cliffs of gain 1.1 (1.1 x 0.85 < 1)
+#: and gain 1.5 (1.5 x 0.85 > 1).
+CLIFF_SCENARIO = {"rate_bps": 100_000_000, "rtt_ns": 25_000_000, "queue_limit_bytes": 312_500,
+                  "duration_ns": 15_000_000_000, "loss_probability": 0.15}  # fmt: skip
+#: Goodput tolerance of the port against the built-in on the same scenario.
+PORT_GOODPUT_TOLERANCE = 0.08
+
+
+def bbr_flow(gain: float = 1.25) -> list[dict]:
+    return [{"cc": "bbr", "probe_bw_gain": gain}]
+
+
+def registered_cclab() -> tuple[list[str], list[str]]:
+    listed = [e["name"] for e in bpf_cc.list_registered() if bpf_cc.is_bpf_name(e.get("name", ""))]
+    with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
+        available = [n for n in f.read().split() if bpf_cc.is_bpf_name(n)]
+    return listed, available
+
+
+def nothing_registered() -> bool:
+    """No cclab BPF CC is registered, checked under the run lock so that another run
+    (which would hold it while its own CCs are registered) is not mistaken for a leak."""
+    with exclusive_run():
+        return registered_cclab() == ([], [])
+
+
+def port_and_native(monkeypatch: pytest.MonkeyPatch, **scenario: object) -> tuple[dict, dict]:
+    config = make_config(bbr_flow(), **scenario)
+    monkeypatch.delenv(bpf_cc.FORCE_PORT_ENV, raising=False)
+    native = run_valid(config)
+    monkeypatch.setenv(bpf_cc.FORCE_PORT_ENV, "1")
+    port = run_valid(config)
+    assert native["validity"]["valid"], native["validity"]["reasons"]
+    assert port["validity"]["valid"], port["validity"]["reasons"]
+    assert "bpf_congestion_controls" not in native["provenance"]
+    assert list(port["provenance"]["bpf_congestion_controls"]) == ["cclab_bbr1250"]
+    return port["flows"][0], native["flows"][0]
+
+
+def test_the_port_at_gain_1_25_matches_the_kernels_bbr_without_loss(monkeypatch):
+    port, native = port_and_native(monkeypatch, **PORT_SCENARIO)
+    assert port["goodput_mbps"] == pytest.approx(native["goodput_mbps"], rel=PORT_GOODPUT_TOLERANCE)
+    # STARTUP overshoot into a 1-BDP buffer: the same order of drops and retransmissions.
+    assert native["retrans_segments"] / 3 <= port["retrans_segments"] <= 3 * native["retrans_segments"] + 20
+    assert port["rtt_mean_ms"] == pytest.approx(native["rtt_mean_ms"], rel=0.15)
+
+
+def test_the_port_at_gain_1_25_matches_the_kernels_bbr_at_2_percent_loss(monkeypatch):
+    port, native = port_and_native(monkeypatch, **PORT_SCENARIO, loss_probability=0.02)
+    assert port["goodput_mbps"] == pytest.approx(native["goodput_mbps"], rel=PORT_GOODPUT_TOLERANCE)
+    assert native["retrans_segments"] / 2 <= port["retrans_segments"] <= 2 * native["retrans_segments"]
+
+
+def test_gain_1_5_keeps_its_rate_at_15_percent_loss_where_gain_1_1_collapses(monkeypatch):
+    monkeypatch.delenv(bpf_cc.FORCE_PORT_ENV, raising=False)
+    high = run_valid(make_config(bbr_flow(1.5), **CLIFF_SCENARIO))
+    low = run_valid(make_config(bbr_flow(1.1), **CLIFF_SCENARIO))
+    assert high["validity"]["valid"] and low["validity"]["valid"]
+    assert list(high["provenance"]["bpf_congestion_controls"]) == ["cclab_bbr1500"]
+    assert list(low["provenance"]["bpf_congestion_controls"]) == ["cclab_bbr1100"]
+    # Most of rate x (1 - loss) x payload/frame (85 x 1448/1514 = 81 Mbit/s) for 1.5.
+    assert high["flows"][0]["goodput_mbps"] > 0.7 * 81
+    assert low["flows"][0]["goodput_mbps"] < 0.5 * high["flows"][0]["goodput_mbps"]
+
+
+def test_a_bpf_flow_is_sampled_without_bbr_info(monkeypatch):
+    monkeypatch.delenv(bpf_cc.FORCE_PORT_ENV, raising=False)
+    result = run(make_config(bbr_flow(1.5), duration_ns=3_000_000_000))
+    series = result["flow_series"]
+    assert len(series["cwnd_pkts"]) >= 20 and all(c is not None and c > 0 for c in series["cwnd_pkts"])
+    assert max(series["pacing_rate_mbps"]) > 0  # the port sets sk_pacing_rate
+    # get_info is not available to BPF CCs: no BBR mode or estimates, rather than wrong ones.
+    assert set(series["cc_mode"]) == {None} and set(series["bbr_bw_mbps"]) == {None}
+    assert result["flows"][0]["cc"] == "bbr"
+    assert nothing_registered()
+
+
+def test_nothing_stays_registered_after_a_run_that_fails(monkeypatch):
+    from cclab.engines.kernel import engine
+
+    seen: list[tuple[list[str], list[str]]] = []
+
+    def failing_run(*_args, **_kwargs):
+        seen.append(registered_cclab())
+        raise RuntimeError("made to fail after registration")
+
+    monkeypatch.setattr(engine, "_run", failing_run)
+    with pytest.raises(RuntimeError, match="made to fail"):
+        run(make_config(bbr_flow(1.5) + bbr_flow(1.1), duration_ns=2_000_000_000))
+    assert seen == [(["cclab_bbr1500", "cclab_bbr1100"], ["cclab_bbr1500", "cclab_bbr1100"])]
+    assert nothing_registered()
+
+
+def test_nothing_stays_registered_after_sigint(monkeypatch):
+    from cclab.engines.kernel import engine
+
+    def interrupted_run(*_args, **_kwargs):
+        assert registered_cclab()[0] == ["cclab_bbr1500"]
+        os.kill(os.getpid(), signal.SIGINT)
+        raise AssertionError("SIGINT did not interrupt the run")
+
+    monkeypatch.setattr(engine, "_run", interrupted_run)
+    with pytest.raises(KeyboardInterrupt):
+        run(make_config(bbr_flow(1.5), duration_ns=2_000_000_000))
+    assert nothing_registered()
+
+
+def test_a_cc_left_by_a_dead_run_is_unregistered_by_the_next():
+    obj = bpf_cc.build(1500, bpf_cc.kernel_defines(kernel_config()))
+    bpftool = bpf_cc.find_bpftool()
+    with exclusive_run():  # as a run would: no other run's CCs are registered meanwhile
+        subprocess.run([bpftool, "struct_ops", "register", str(obj)], check=True, capture_output=True)
+        try:
+            assert registered_cclab()[0] == ["cclab_bbr1500"]  # registered, and no live run owns it
+            assert bpf_cc.cleanup_stale() == ["cclab_bbr1500"]
+            assert registered_cclab() == ([], [])
+        finally:
+            subprocess.run([bpftool, "struct_ops", "unregister", "name", "cclab_bbr1500"], capture_output=True)
