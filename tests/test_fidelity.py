@@ -33,7 +33,7 @@ def test_the_default_set_is_about_forty_valid_cases_within_the_kernel_envelope_a
     assert len({c.name for c in cases}) == len(cases)
     scenarios = [c.scenario() for c in cases]
     assert max(s.bottleneck.rate_mbps for s in scenarios) <= KERNEL_FAITHFUL_RATE_MBPS
-    kernel_s = sum(s.duration_s + KERNEL_RUN_OVERHEAD_S for s in scenarios)
+    kernel_s = sum((s.duration_s + KERNEL_RUN_OVERHEAD_S) * c.repetitions for s, c in zip(scenarios, cases, strict=True))
     assert kernel_s < 20 * 60
 
 
@@ -120,7 +120,7 @@ def _scaled(result: RunResult, goodput_factor: float, retrans_factor: float) -> 
 
 def test_a_run_compared_with_itself_has_no_error_and_the_same_winner(mixed_result: RunResult) -> None:
     case = quick_set().cases[-1]
-    same = compare.compare_case(case, mixed_result, copy.deepcopy(mixed_result))
+    same = compare.compare_case(case, [mixed_result], [copy.deepcopy(mixed_result)])
     assert same.goodput_error == 0 and same.rtt_error == 0 and same.queue_error_of_limit == 0
     assert same.sim_winner == same.kernel_winner and same.sim_winner in ("bbr", "cubic", "tie")
     if same.sim_retrans:
@@ -130,7 +130,7 @@ def test_a_run_compared_with_itself_has_no_error_and_the_same_winner(mixed_resul
 def test_goodput_error_and_retransmission_ratio_follow_a_known_difference(mixed_result: RunResult) -> None:
     case = quick_set().cases[-1]
     kernel = _scaled(mixed_result, 0.8, 3.0)
-    result = compare.compare_case(case, mixed_result, kernel)
+    result = compare.compare_case(case, [mixed_result], [kernel])
     assert result.goodput_error == pytest.approx(0.25, rel=1e-9)  # sim is 1/0.8 = 1.25x kernel
     if mixed_result.flows["retrans_segments"].sum() >= 10:
         assert result.retrans_ratio == pytest.approx(1 / 3, rel=0.1)
@@ -141,11 +141,25 @@ def test_goodput_error_sums_group_differences_so_opposite_shares_do_not_cancel(m
     case = quick_set().cases[-1]
     kernel = copy.deepcopy(mixed_result)
     kernel.flows["goodput_mbps"] = kernel.flows["goodput_mbps"].to_numpy()[::-1]  # swap BBR's and CUBIC's goodput
-    result = compare.compare_case(case, mixed_result, kernel)
+    result = compare.compare_case(case, [mixed_result], [kernel])
     total = float(mixed_result.flows["goodput_mbps"].sum())
     gap = abs(float(np.diff(mixed_result.flows["goodput_mbps"].to_numpy())[0]))
     assert result.sim_goodput_mbps == pytest.approx(result.kernel_goodput_mbps)
     assert result.goodput_error == pytest.approx(2 * gap / total)
+
+
+def test_repetitions_are_compared_on_their_mean(mixed_result: RunResult) -> None:
+    case = quick_set().cases[-1]
+    low, high = _scaled(mixed_result, 0.5, 1.0), _scaled(mixed_result, 1.5, 1.0)
+    result = compare.compare_case(case, [mixed_result], [low, high])
+    assert result.goodput_error == pytest.approx(0.0, abs=1e-9)
+    assert result.repetitions == 2
+
+
+def test_runs_under_random_loss_repeat_so_that_one_draw_does_not_decide() -> None:
+    for case in default_set().cases:
+        if case.scenario().bottleneck.loss > 0:
+            assert case.repetitions >= 3, case.name
 
 
 def _comparison(name: str, error: float, retrans: tuple[int, int], pair: str | None = None, sim_goodput: float = 10.0) -> compare.CaseComparison:

@@ -31,9 +31,11 @@ TIE_MARGIN = 0.05
 # BBR's PROBE_RTT holds cwnd at 4 packets (tcp_bbr.c, bbr_cwnd_min_target) for at least
 # 200 ms every 10 s; a sample at or below this many packets is one.
 PROBE_RTT_CWND_MAX_PKTS = 6
-# A CUBIC loss event cuts cwnd to beta = 0.7 of itself (RFC 9438 section 4.6); a drop of
-# at least this fraction between two samples counts as a sawtooth tooth.
+# A CUBIC loss event cuts cwnd to beta = 0.7 of itself (RFC 9438 section 4.6); a fall of
+# at least this fraction below the highest cwnd of the last SAWTOOTH_WINDOW_S counts as a
+# tooth (the cut may straddle two samples while recovery drains the window).
 SAWTOOTH_MIN_DROP = 0.2
+SAWTOOTH_WINDOW_S = 0.5
 # The pattern is "visible" with at least this many PROBE_RTTs / teeth in the series.
 MIN_PATTERN_COUNT = 2
 
@@ -62,7 +64,7 @@ class CaseComparison:
     pattern: str | None = None  # "probe_rtt" | "sawtooth"
     sim_pattern_count: int | None = None
     kernel_pattern_count: int | None = None
-    kernel_valid: bool = True
+    repetitions: int = 1  # valid kernel runs averaged (the simulator ran the case's repetitions)
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,8 +106,9 @@ def pattern_count(flow_series: pd.DataFrame, pattern: str) -> int:
     """PROBE_RTT episodes or sawtooth teeth in the cwnd series (the fewest over flows)."""
     counts = []
     for _, rows in flow_series.groupby("flow_id"):
-        cwnd = rows.sort_values("time_s")["cwnd_pkts"].to_numpy(dtype=float)
-        cwnd = cwnd[np.isfinite(cwnd)]
+        rows = rows.sort_values("time_s")
+        rows = rows[np.isfinite(rows["cwnd_pkts"].to_numpy(dtype=float))]
+        cwnd = rows["cwnd_pkts"].to_numpy(dtype=float)
         if len(cwnd) < 3:
             counts.append(0)
             continue
@@ -116,29 +119,42 @@ def pattern_count(flow_series: pd.DataFrame, pattern: str) -> int:
             entries = np.flatnonzero(low[1:] & ~low[:-1]) + 1
             counts.append(int(np.sum(entries > ramped)))
         else:
-            drops = cwnd[1:] <= (1 - SAWTOOTH_MIN_DROP) * cwnd[:-1]
-            counts.append(int(np.sum(drops)))
+            interval_s = float(np.median(np.diff(rows["time_s"].to_numpy(dtype=float))))
+            window = max(1, round(SAWTOOTH_WINDOW_S / interval_s)) if interval_s > 0 else 1
+            recent_max = pd.Series(cwnd).shift(1).rolling(window, min_periods=1).max().to_numpy()
+            low = cwnd <= (1 - SAWTOOTH_MIN_DROP) * np.nan_to_num(recent_max, nan=np.inf)
+            counts.append(int(np.sum(low[1:] & ~low[:-1])))
     return min(counts) if counts else 0
 
 
-def compare_case(case: Case, sim: RunResult, kernel: RunResult) -> CaseComparison:
-    sim_groups, kernel_groups = _groups(sim), _groups(kernel)
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def compare_case(case: Case, sims: Sequence[RunResult], kernels: Sequence[RunResult]) -> CaseComparison:
+    """Compare the mean over each engine's repetitions (one run each for most cases)."""
+    sim_groups = pd.concat([_groups(run) for run in sims], axis=1).fillna(0.0).mean(axis=1)
+    kernel_groups = pd.concat([_groups(run) for run in kernels], axis=1).fillna(0.0).mean(axis=1)
     names = sorted(set(sim_groups.index) | set(kernel_groups.index))
     kernel_total = float(kernel_groups.sum())
     abs_diff = sum(abs(float(sim_groups.get(g, 0.0)) - float(kernel_groups.get(g, 0.0))) for g in names)
     goodput_error = abs_diff / kernel_total if kernel_total > 0 else float("inf")
-    sim_retrans, kernel_retrans = int(sim.flows["retrans_segments"].sum()), int(kernel.flows["retrans_segments"].sum())
+    sim_retrans = round(_mean([int(run.flows["retrans_segments"].sum()) for run in sims]))
+    kernel_retrans = round(_mean([int(run.flows["retrans_segments"].sum()) for run in kernels]))
     if sim_retrans == 0 and kernel_retrans == 0:
         ratio, within = None, None
     else:
         ratio = sim_retrans / kernel_retrans if kernel_retrans > 0 else float("inf")
         within = 1 / RETRANS_FACTOR <= ratio <= RETRANS_FACTOR
-    limit = float(sim.bottleneck.get("queue_limit_bytes") or 0.0)
+    first = sims[0]
+    limit = float(first.bottleneck.get("queue_limit_bytes") or 0.0)
     if not limit:
-        limit = float(sim.bottleneck.get("queue_limit_packets") or 0) * 1514
-    sim_q, kernel_q = float(sim.bottleneck["queue_mean_bytes"]), float(kernel.bottleneck["queue_mean_bytes"])
-    sim_rtt, kernel_rtt = float(sim.flows["rtt_mean_ms"].mean()), float(kernel.flows["rtt_mean_ms"].mean())
-    mixed = {"bbr", "cubic"} <= set(sim.flows["cc"].astype(str))
+        limit = float(first.bottleneck.get("queue_limit_packets") or 0) * 1514
+    sim_q = _mean([float(run.bottleneck["queue_mean_bytes"]) for run in sims])
+    kernel_q = _mean([float(run.bottleneck["queue_mean_bytes"]) for run in kernels])
+    sim_rtt = _mean([float(run.flows["rtt_mean_ms"].mean()) for run in sims])
+    kernel_rtt = _mean([float(run.flows["rtt_mean_ms"].mean()) for run in kernels])
+    mixed = {"bbr", "cubic"} <= set(first.flows["cc"].astype(str))
     comparison = CaseComparison(
         case=case.name,
         regime=case.regime,
@@ -157,15 +173,20 @@ def compare_case(case: Case, sim: RunResult, kernel: RunResult) -> CaseCompariso
         sim_rtt_mean_ms=sim_rtt,
         kernel_rtt_mean_ms=kernel_rtt,
         rtt_error=abs(sim_rtt - kernel_rtt) / kernel_rtt if kernel_rtt > 0 else float("nan"),
-        sim_winner=winner(_by_cc(sim)) if mixed else None,
-        kernel_winner=winner(_by_cc(kernel)) if mixed else None,
+        sim_winner=winner(_mean_by_cc(sims)) if mixed else None,
+        kernel_winner=winner(_mean_by_cc(kernels)) if mixed else None,
         pattern=case.shows,
-        kernel_valid=bool((kernel.validity or {}).get("valid", True)),
+        repetitions=len(kernels),
     )
     if case.shows:
-        comparison.sim_pattern_count = pattern_count(sim.flow_series, case.shows)
-        comparison.kernel_pattern_count = pattern_count(kernel.flow_series, case.shows)
+        comparison.sim_pattern_count = pattern_count(sims[0].flow_series, case.shows)
+        comparison.kernel_pattern_count = pattern_count(kernels[0].flow_series, case.shows)
     return comparison
+
+
+def _mean_by_cc(runs: Sequence[RunResult]) -> dict[str, float]:
+    totals = [_by_cc(run) for run in runs]
+    return {cc: _mean([t.get(cc, 0.0) for t in totals]) for cc in totals[0]}
 
 
 @dataclass(frozen=True)

@@ -39,11 +39,15 @@ class ValidationReport:
     summary_path: Path
 
 
-def _plan(cases: list[Case], engine: str) -> dict[str, RunSpec]:
+def _plan(cases: list[Case], engine: str) -> dict[str, list[RunSpec]]:
+    """Each case's runs on `engine`: one per repetition, seeds counting up from the case's."""
     planned = {}
     for case in cases:
-        scenario = case.scenario()
-        planned[case.name] = RunSpec(run_key(scenario.resolve(), engine), scenario, {"case": case.name}, 0, engine)
+        base = case.scenario()
+        planned[case.name] = []
+        for repetition in range(case.repetitions):
+            scenario = base.model_copy(update={"seed": base.seed + repetition})
+            planned[case.name].append(RunSpec(run_key(scenario.resolve(), engine), scenario, {"case": case.name}, repetition, engine))
     return planned
 
 
@@ -70,8 +74,8 @@ def run_validation(
     # Check the kernel side before the simulator's runs: no root or no tc fails here.
     from cclab.engines.kernel.preflight import preflight
 
-    for spec in plans["kernel"].values():
-        preflight(spec.scenario.resolve())
+    for specs in plans["kernel"].values():
+        preflight(specs[0].scenario.resolve())
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "set.json").write_text(
         json.dumps({"set": validation_set.name, "cases": [{"name": c.name, "regime": c.regime, "pair": c.pair, "spec": c.spec} for c in validation_set.cases]}, indent=2)
@@ -80,7 +84,7 @@ def run_validation(
     )
     for engine in ENGINES:
         engine_jobs = jobs if jobs is not None and engine == "sim" else default_jobs(engine)
-        expansion = Expansion(runs=list(plans[engine].values()))
+        expansion = Expansion(runs=[spec for specs in plans[engine].values() for spec in specs])
         if progress:
             _progress(f"{validation_set.name}: {len(expansion.runs)} cases on the {engine} engine")
         run_planned(f"validate-{validation_set.name}-{engine}", expansion, out_dir, engine_label=engine, jobs=engine_jobs, progress=progress)
@@ -95,22 +99,26 @@ def run_validation(
 
     finished = finished_runs(out_dir)
     comparisons, excluded = [], []
+    shown: dict[str, dict[str, Path]] = {engine: {} for engine in ENGINES}
     for case in validation_set.cases:
-        keys = {engine: plans[engine][case.name].run_key for engine in ENGINES}
-        if not all(key in finished for key in keys.values()):
+        keys = {engine: [spec.run_key for spec in plans[engine][case.name]] for engine in ENGINES}
+        if not all(key in finished for engine in ENGINES for key in keys[engine]):
             excluded.append(f"{case.name}: a run failed (see failures.jsonl)")
             continue
-        sim, kernel = (RunResult.read(finished[keys[engine]]) for engine in ENGINES)
-        comparison = compare_case(case, sim, kernel)
-        if not comparison.kernel_valid:
-            reasons = "; ".join((kernel.validity or {}).get("reasons", []))
+        sims = [RunResult.read(finished[key]) for key in keys["sim"]]
+        kernels = [RunResult.read(finished[key]) for key in keys["kernel"]]
+        valid = [run for run in kernels if (run.validity or {}).get("valid", True)]
+        if not valid:
+            reasons = "; ".join((kernels[0].validity or {}).get("reasons", []))
             excluded.append(f"{case.name}: kernel run invalid ({reasons})")
             continue
-        comparisons.append(comparison)
+        comparisons.append(compare_case(case, sims, valid))
+        shown["sim"][case.name] = finished[keys["sim"][0]]
+        shown["kernel"][case.name] = finished[keys["kernel"][kernels.index(valid[0])]]
     summary = summarize(comparisons)
     pd.DataFrame([c.row() for c in comparisons]).to_csv(out_dir / "comparison.csv", index=False)
     report = ValidationReport(validation_set, out_dir, comparisons, excluded, summary, time.perf_counter() - started, out_dir / "summary.md")
-    write_report(report, {engine: {name: finished.get(spec.run_key) for name, spec in plans[engine].items()} for engine in ENGINES})
+    write_report(report, shown)
     return report
 
 
