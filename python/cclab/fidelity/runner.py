@@ -86,7 +86,7 @@ def run_validation(
         engine_jobs = jobs if jobs is not None and engine == "sim" else default_jobs(engine)
         expansion = Expansion(runs=[spec for specs in plans[engine].values() for spec in specs])
         if progress:
-            _progress(f"{validation_set.name}: {len(expansion.runs)} cases on the {engine} engine")
+            _progress(f"{validation_set.name}: {len(validation_set.cases)} cases, {len(expansion.runs)} runs on the {engine} engine")
         run_planned(f"validate-{validation_set.name}-{engine}", expansion, out_dir, engine_label=engine, jobs=engine_jobs, progress=progress)
         if engine == "kernel" and retry_invalid:
             invalid = [spec for spec in expansion.runs if _invalid(out_dir, spec.run_key)]
