@@ -91,3 +91,19 @@ fn a_longer_rtt_flow_starts_later_and_still_gets_through() {
     assert!(r.flows[1].rtt_min_ms.unwrap() >= 40.0, "extra RTT not applied: {:?}", r.flows[1].rtt_min_ms);
     assert!(r.flows[0].rtt_min_ms.unwrap() < 12.0);
 }
+
+#[test]
+fn cubic_hystart_ends_slow_start_on_an_ack_train_before_a_one_bdp_buffer_overflows() {
+    // 10 Mbit/s, 200 ms, 1 BDP (172 packets): a segment every 1.2 ms, so the
+    // receiver's one ACK per segment forms a train (gaps <= 2 ms) that outlasts
+    // delay_min / 2 in the round that starts at cwnd ~160; the kernel leaves slow
+    // start there (TCPHystartTrainCwnd 253) with nothing lost. Without the train,
+    // slow start runs to ~650 packets and overflows the buffer by ~450.
+    let r = run_checked(config(10, 200, bdp_bytes(10, 200), 0.0, 3, vec![flow(0, "cubic")]));
+    let f = &r.flows[0];
+    assert_eq!(f.queue_drop_segments, 0, "slow start overflowed the buffer");
+    assert_eq!(f.retrans_segments, 0);
+    // It did leave slow start near the link's capacity rather than early: by 3 s
+    // the link is full.
+    assert!(f.goodput_mbps > 0.5 * 10.0 * GOODPUT_CEILING, "goodput {}", f.goodput_mbps);
+}
