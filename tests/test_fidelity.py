@@ -193,7 +193,15 @@ def test_pairs_of_one_flow_cases_name_each_engines_winner() -> None:
     ]
     pair[1].kernel_goodput_mbps = 45.0  # the kernel's CUBIC beats its BBR (40)
     checks = compare.winner_checks(pair)
-    assert [(c.name, c.sim, c.kernel, c.agrees) for c in checks] == [("x", "bbr", "cubic", False)]
+    assert [(c.name, c.sim, c.kernel, c.agrees) for c in checks] == [("x", "bbr (+75.0%)", "cubic (-11.1%)", False)]
+
+
+@pytest.mark.parametrize(
+    ("sim_margin", "kernel_margin", "agrees"),
+    [(0.30, 0.02, True), (0.037, 0.065, True), (0.03, -0.04, True), (0.03, -0.08, False), (-0.2, 0.2, False)],
+)
+def test_engines_agree_when_the_same_cc_is_ahead_or_both_call_a_tie(sim_margin: float, kernel_margin: float, agrees: bool) -> None:
+    assert compare.WinnerCheck("x", sim_margin, kernel_margin).agrees is agrees
 
 
 def test_validate_with_an_unknown_set_is_one_line_and_writes_nothing(tmp_path: Path) -> None:

@@ -20,8 +20,9 @@ def test_validate_runs_both_engines_reports_every_case_and_reuses_finished_runs(
     assert "goodput median |error|" in done.stdout
     runs = finished_runs(out)
     engines = [RunResult.read(path).provenance["engine"] for path in runs.values()]
-    # An invalid kernel run is run once more, replacing the first attempt: 3 runs each.
-    assert sorted(engines) == ["kernel"] * 3 + ["sim"] * 3
+    # Four runs each (the mixed case twice); an invalid kernel run is run once more,
+    # replacing the first attempt.
+    assert sorted(engines) == ["kernel"] * 4 + ["sim"] * 4
     with open(out / "comparison.csv", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     summary = (out / "summary.md").read_text(encoding="utf-8")

@@ -25,8 +25,9 @@ RETRANS_FACTOR = 2.0
 RETRANS_MIN_SHARE = 0.80
 WINNER_MIN_SHARE = 0.90
 # Goodputs within this fraction of each other are a tie: which CC "wins" by 2% is noise
-# (deep buffers at low BDP, where both fill the link). Agreement: the same winner, or a
-# tie on both engines.
+# (deep buffers at low BDP, where both fill the link). The engines agree when the same CC
+# is ahead in both, or when both call it a tie; they disagree when opposite CCs are ahead
+# and at least one engine's margin is beyond a tie.
 TIE_MARGIN = 0.05
 # BBR's PROBE_RTT holds cwnd at 4 packets (tcp_bbr.c, bbr_cwnd_min_target) for at least
 # 200 ms every 10 s; a sample at or below this many packets is one.
@@ -59,8 +60,10 @@ class CaseComparison:
     sim_rtt_mean_ms: float
     kernel_rtt_mean_ms: float
     rtt_error: float  # |sim - kernel| / kernel, flow-averaged mean RTT
-    sim_winner: str | None = None  # "bbr" | "cubic" | "tie" for mixed cases; pairs are set later
+    sim_winner: str | None = None  # "bbr" | "cubic" | "tie" for mixed cases (pairs: winner_checks)
     kernel_winner: str | None = None
+    sim_bbr_margin: float | None = None  # bbr_margin, for mixed cases
+    kernel_bbr_margin: float | None = None
     pattern: str | None = None  # "probe_rtt" | "sawtooth"
     sim_pattern_count: int | None = None
     kernel_pattern_count: int | None = None
@@ -87,15 +90,23 @@ def _resolved_flows(result: RunResult) -> list[dict[str, Any]]:
     return list(result.spec.get("flows", []))
 
 
-def winner(goodput_by_cc: dict[str, float]) -> str | None:
-    """"bbr", "cubic" or "tie" between the BBR and CUBIC goodputs; None without both."""
+def bbr_margin(goodput_by_cc: dict[str, float]) -> float | None:
+    """(BBR - CUBIC) / the larger of the two: > 0 when BBR is ahead; None without both."""
     bbr, cubic = goodput_by_cc.get("bbr"), goodput_by_cc.get("cubic")
     if bbr is None or cubic is None:
         return None
     top = max(bbr, cubic)
-    if top <= 0 or abs(bbr - cubic) / top < TIE_MARGIN:
+    return (bbr - cubic) / top if top > 0 else 0.0
+
+
+def winner(goodput_by_cc: dict[str, float]) -> str | None:
+    """"bbr", "cubic" or "tie" between the BBR and CUBIC goodputs; None without both."""
+    margin = bbr_margin(goodput_by_cc)
+    if margin is None:
+        return None
+    if abs(margin) < TIE_MARGIN:
         return "tie"
-    return "bbr" if bbr > cubic else "cubic"
+    return "bbr" if margin > 0 else "cubic"
 
 
 def _by_cc(result: RunResult) -> dict[str, float]:
@@ -175,6 +186,8 @@ def compare_case(case: Case, sims: Sequence[RunResult], kernels: Sequence[RunRes
         rtt_error=abs(sim_rtt - kernel_rtt) / kernel_rtt if kernel_rtt > 0 else float("nan"),
         sim_winner=winner(_mean_by_cc(sims)) if mixed else None,
         kernel_winner=winner(_mean_by_cc(kernels)) if mixed else None,
+        sim_bbr_margin=bbr_margin(_mean_by_cc(sims)) if mixed else None,
+        kernel_bbr_margin=bbr_margin(_mean_by_cc(kernels)) if mixed else None,
         pattern=case.shows,
         repetitions=len(kernels),
     )
@@ -192,17 +205,35 @@ def _mean_by_cc(runs: Sequence[RunResult]) -> dict[str, float]:
 @dataclass(frozen=True)
 class WinnerCheck:
     name: str  # the pair, or the mixed case
-    sim: str
-    kernel: str
+    sim_margin: float  # BBR's lead over CUBIC (bbr_margin) on each engine
+    kernel_margin: float
+
+    @property
+    def sim(self) -> str:
+        return _label(self.sim_margin)
+
+    @property
+    def kernel(self) -> str:
+        return _label(self.kernel_margin)
 
     @property
     def agrees(self) -> bool:
-        return self.sim == self.kernel
+        both_ties = abs(self.sim_margin) < TIE_MARGIN and abs(self.kernel_margin) < TIE_MARGIN
+        return both_ties or (self.sim_margin > 0) == (self.kernel_margin > 0)
+
+
+def _label(margin: float) -> str:
+    name = "tie" if abs(margin) < TIE_MARGIN else ("bbr" if margin > 0 else "cubic")
+    return f"{name} ({margin:+.1%})"
 
 
 def winner_checks(comparisons: Sequence[CaseComparison]) -> list[WinnerCheck]:
     """One check per BBR/CUBIC pair of one-flow cases and per mixed case."""
-    checks = [WinnerCheck(c.case, c.sim_winner, c.kernel_winner) for c in comparisons if c.sim_winner and c.kernel_winner]
+    checks = [
+        WinnerCheck(c.case, c.sim_bbr_margin, c.kernel_bbr_margin)
+        for c in comparisons
+        if c.sim_bbr_margin is not None and c.kernel_bbr_margin is not None
+    ]
     pairs: dict[str, dict[str, CaseComparison]] = {}
     for c in comparisons:
         if c.pair is not None:
@@ -210,8 +241,8 @@ def winner_checks(comparisons: Sequence[CaseComparison]) -> list[WinnerCheck]:
     for pair, members in pairs.items():
         if {"bbr", "cubic"} <= set(members):
             bbr, cubic = members["bbr"], members["cubic"]
-            sim = winner({"bbr": bbr.sim_goodput_mbps, "cubic": cubic.sim_goodput_mbps})
-            kernel = winner({"bbr": bbr.kernel_goodput_mbps, "cubic": cubic.kernel_goodput_mbps})
+            sim = bbr_margin({"bbr": bbr.sim_goodput_mbps, "cubic": cubic.sim_goodput_mbps})
+            kernel = bbr_margin({"bbr": bbr.kernel_goodput_mbps, "cubic": cubic.kernel_goodput_mbps})
             assert sim is not None and kernel is not None
             checks.append(WinnerCheck(pair, sim, kernel))
     return checks

@@ -74,8 +74,9 @@ def write_report(report: ValidationReport, run_dirs: dict[str, dict[str, Path]])
         "",
         "## BBR against CUBIC",
         "",
-        "Pairs are the same one-flow network with each CC; a mixed case's winner is the CC with more goodput. "
-        "Within 5% is a tie.",
+        "Pairs are the same one-flow network with each CC; in a mixed case the CCs share one link. "
+        "The margin is BBR's lead over CUBIC in goodput; within 5% is a tie. The engines agree when the "
+        "same CC is ahead on both or both call it a tie.",
         "",
         markdown_table(["pair or case", "sim", "kernel", "agree"], [(w.name, w.sim, w.kernel, "yes" if w.agrees else "**no**") for w in summary.winner_checks]),
     ]

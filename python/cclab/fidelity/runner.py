@@ -106,15 +106,15 @@ def run_validation(
             excluded.append(f"{case.name}: a run failed (see failures.jsonl)")
             continue
         sims = [RunResult.read(finished[key]) for key in keys["sim"]]
-        kernels = [RunResult.read(finished[key]) for key in keys["kernel"]]
-        valid = [run for run in kernels if (run.validity or {}).get("valid", True)]
+        kernels = {key: RunResult.read(finished[key]) for key in keys["kernel"]}
+        valid = {key: run for key, run in kernels.items() if (run.validity or {}).get("valid", True)}
         if not valid:
-            reasons = "; ".join((kernels[0].validity or {}).get("reasons", []))
+            reasons = "; ".join((next(iter(kernels.values())).validity or {}).get("reasons", []))
             excluded.append(f"{case.name}: kernel run invalid ({reasons})")
             continue
-        comparisons.append(compare_case(case, sims, valid))
+        comparisons.append(compare_case(case, sims, list(valid.values())))
         shown["sim"][case.name] = finished[keys["sim"][0]]
-        shown["kernel"][case.name] = finished[keys["kernel"][kernels.index(valid[0])]]
+        shown["kernel"][case.name] = finished[next(iter(valid))]
     summary = summarize(comparisons)
     pd.DataFrame([c.row() for c in comparisons]).to_csv(out_dir / "comparison.csv", index=False)
     report = ValidationReport(validation_set, out_dir, comparisons, excluded, summary, time.perf_counter() - started, out_dir / "summary.md")
