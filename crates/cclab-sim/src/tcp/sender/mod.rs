@@ -10,8 +10,9 @@
 //!
 //! Deliberate simplifications (no effect on a single FIFO bottleneck, where
 //! nothing is reordered): no undo of spurious recovery (DSACK/F-RTO), no
-//! reordering-degree adaptation, no TSO/GSO (hosts run with offloads off),
-//! no slow-start-after-idle.
+//! reordering-degree adaptation, no slow-start-after-idle. GSO is modelled for
+//! paced senders only (they emit skbs of ~1 ms at the pacing rate back to back,
+//! transmit.rs), without TSO deferral (`tcp_tso_should_defer`).
 
 mod recovery;
 mod timers;
