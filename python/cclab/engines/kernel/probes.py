@@ -95,11 +95,13 @@ class TcpSample:
     bbr_min_rtt_us: int | None = None
     bbr_pacing_gain: int | None = None
     bbr_cwnd_gain: int | None = None
+    #: tcpi_sacked: SACKed segments still below snd_una's holes (not in the network).
+    sacked_pkts: int = 0
 
     @property
     def inflight_pkts(self) -> int:
         # tcp_packets_in_flight(): packets_out - (sacked_out + lost_out) + retrans_out
-        return self.unacked_pkts - self.lost_pkts + self.retrans_pkts_now
+        return self.unacked_pkts - self.sacked_pkts - self.lost_pkts + self.retrans_pkts_now
 
     def mode(self) -> str | None:
         if self.bbr_pacing_gain is not None:
@@ -125,7 +127,7 @@ def parse_tcp_info(info: bytes) -> dict[str, int]:
     u32 = lambda o: struct.unpack_from("=I", info, o)[0]  # noqa: E731
     u64 = lambda o: struct.unpack_from("=Q", info, o)[0]  # noqa: E731
     return {
-        "ca_state": u8(1), "unacked": u32(24), "lost": u32(32), "retrans": u32(36),
+        "ca_state": u8(1), "unacked": u32(24), "sacked": u32(28), "lost": u32(32), "retrans": u32(36),
         "rtt_us": u32(68), "ssthresh": u32(76), "cwnd": u32(80), "total_retrans": u32(100),
         "pacing_rate": u64(104), "bytes_acked": u64(120), "min_rtt_us": u32(148),
         "data_segs_out": u32(156), "delivery_rate": u64(160),
@@ -162,6 +164,7 @@ class TcpInfoProbe:
                 ca_state=t["ca_state"], cwnd_pkts=t["cwnd"], ssthresh_pkts=t["ssthresh"],
                 srtt_us=t["rtt_us"], min_rtt_us=t["min_rtt_us"], unacked_pkts=t["unacked"],
                 lost_pkts=t["lost"], retrans_pkts_now=t["retrans"], total_retrans=t["total_retrans"],
+                sacked_pkts=t["sacked"],
                 pacing_rate_Bps=t["pacing_rate"], delivery_rate_Bps=t["delivery_rate"],
                 bytes_acked=t["bytes_acked"], bytes_sent=t["bytes_sent"], bytes_retrans=t["bytes_retrans"],
                 data_segs_out=t["data_segs_out"], total_rto=None if t["total_rto"] < 0 else t["total_rto"],
