@@ -22,7 +22,9 @@ pub use sim::Simulation;
 /// Version of the simulated behaviour. Bump it whenever a change alters what
 /// a run produces: sweeps key finished runs on it, so old results are not
 /// reused for a different model.
-pub const MODEL_VERSION: u32 = 2;
+/// 3: the receiver ACKs each in-order segment the application reads (Linux with an app
+/// that drains the socket); paced senders emit GSO-sized bursts.
+pub const MODEL_VERSION: u32 = 3;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

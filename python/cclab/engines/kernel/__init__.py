@@ -35,7 +35,9 @@ class KernelEngine:
     #: 2: sender sockets start under reno, so CUBIC no longer inherits BBR's pacing.
     #: 3: finite flows complete: a receiver reads every byte, FCT from the data SYN to the
     #: last byte's arrival, flows still going at the end of the run are stopped there.
-    model_version = "kernel-3"
+    #: 4: each data SYN leaves at its flow's start time (iperf3 launched its control
+    #: phase early); the SACK-aware in-flight count.
+    model_version = "kernel-4"
 
     def run(self, scenario: Scenario) -> RunResult:
         from cclab.results import RunResult

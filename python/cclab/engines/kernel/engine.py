@@ -59,6 +59,19 @@ def _signals_raise() -> Iterator[None]:
             signal.signal(s, h)
 
 
+# iperf3 connects its control socket and exchanges parameters (cookie, JSON, stream
+# creation) before it connects the data socket: measured on this engine, the data SYN
+# leaves about IPERF3_CONTROL_RTTS path RTTs plus IPERF3_LAUNCH_S after the client is
+# launched (see tests/kernel/test_kernel_flow_start.py).
+IPERF3_CONTROL_RTTS = 3.0
+IPERF3_LAUNCH_S = 0.005
+
+
+def launch_lead_s(path_rtt_ns: int) -> float:
+    """How long before a flow's start time its iperf3 client is launched."""
+    return IPERF3_CONTROL_RTTS * path_rtt_ns / 1e9 + IPERF3_LAUNCH_S
+
+
 def _idle_rtt_ms(sender_ns: str, count: int) -> float | None:
     out = ns_run(sender_ns, "ping", "-n", "-q", "-c", str(count), "-i", "0.05", topology.RECEIVER_IP, check=False)
     m = re.search(r"= ([\d.]+)/([\d.]+)/", out)
@@ -185,7 +198,9 @@ def _run(  # noqa: PLR0915
     finite_plans = [p for p in plans if p.size_bytes is not None]
     if finite_plans:
         started.receiver = finite.Receiver(topo.receiver, finite_plans, workdir)
-        started.syn_clock = finite.SynClock(finite_plans)
+    # Every flow's data SYN is stamped: finite flows count their FCT from it, and every
+    # flow's start error (SYN against the spec's start) goes into provenance.
+    started.syn_clock = finite.SynClock(plans)
     traffic.wait_listening(topo.receiver, plans)
 
     flow_probes = {p.flow_id: probes.TcpInfoProbe(p.sender_ns, p.ports.client) for p in plans}
@@ -200,12 +215,15 @@ def _run(  # noqa: PLR0915
     )
 
     report("running", total_s=duration_ns / 1e9)
-    t0 = time.monotonic()
+    # Each client is launched its control-phase lead early, so that its data SYN leaves at
+    # the spec's start time; t0 (the run's time zero) lies that far after the first launch.
+    lead_s = {p.flow_id: launch_lead_s(delay_ns) for p, delay_ns in zip(plans, delays, strict=True)}
+    t0 = time.monotonic() + max(lead_s[p.flow_id] - p.start_s for p in plans) if plans else time.monotonic()
     sampler.start(t0)
     if started.receiver is not None:
         started.receiver.set_run_end(t0 + duration_ns / 1e9)
     clients: dict[int, object] = {}
-    pending = sorted(plans, key=lambda p: p.start_s)
+    pending = sorted(plans, key=lambda p: p.start_s - lead_s[p.flow_id])
     deadline = traffic.client_deadline_s(plans, duration_ns, max(delays) / 1e9)
     # A finite flow still going at the end of the run is stopped there, as the simulator
     # stops it: not completed, with the bytes that arrived until then.
@@ -213,7 +231,7 @@ def _run(  # noqa: PLR0915
     last_report = 0.0
     while pending or any(c.poll() is None for c in clients.values()):
         now = time.monotonic() - t0
-        while pending and pending[0].start_s <= now:
+        while pending and pending[0].start_s - lead_s[pending[0].flow_id] <= now:
             p = pending.pop(0)
             clients[p.flow_id] = traffic.start_client(p, workdir)
             started.procs.append(clients[p.flow_id])
@@ -302,7 +320,14 @@ def _run(  # noqa: PLR0915
         "stats": {"events_processed": 0, "data_packets": m.tbf_last.packets - m.tbf_first.packets,
                   "sim_wall_s": m.wall_s},
         "validity": assemble.validity(m, flow_results, bn),
-        "provenance": provenance(config, topo, m, idle_rtt, delay_report, limit_bytes, delay_of_queue, choice),
+        "provenance": {
+            **provenance(config, topo, m, idle_rtt, delay_report, limit_bytes, delay_of_queue, choice),
+            "flow_starts": [
+                {"flow_id": p.flow_id, "planned_s": p.start_s, "launch_lead_s": round(lead_s[p.flow_id], 6),
+                 "data_syn_s": None if p.flow_id not in syn_s else round(syn_s[p.flow_id], 6)}
+                for p in plans
+            ],
+        },
     }  # fmt: skip
     report("done")
     return result
