@@ -24,7 +24,8 @@ pub use sim::Simulation;
 /// reused for a different model.
 /// 3: the receiver ACKs each in-order segment the application reads (Linux with an app
 /// that drains the socket); paced senders emit GSO-sized bursts.
-pub const MODEL_VERSION: u32 = 3;
+/// 4: ... only while deliveries per RTT reach new highs (receive-buffer autotuning).
+pub const MODEL_VERSION: u32 = 4;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;
