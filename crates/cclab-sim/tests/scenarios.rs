@@ -130,6 +130,33 @@ fn a_bbr_flow_with_a_60_ms_rtt_takes_about_half_of_a_one_bdp_link_from_a_20_ms_o
 }
 
 #[test]
+fn a_cubic_flow_with_a_60_ms_rtt_keeps_a_linux_like_share_next_to_a_20_ms_one() {
+    // Kernel engine, 15-20 s: the 60 ms flow got 9.4-17.3 Mbit/s of 47.7 (four runs,
+    // mean 14.2). Its data there starts two path RTTs after the spec's start (iperf3's
+    // cookie and start message), at 40 and 120 ms; here data starts one RTT after
+    // `start_ns`, so the starts below match. Unpaced senders that sent only what each
+    // ACK freed gave it 5-8 Mbit/s: one of its packets met the queue's first overflow
+    // and its W_max stayed small. Linux's GSO skbs and TSO deferral make the 20 ms
+    // flow arrive in runs of 3-4 frames and the 60 ms flow in pairs (router capture,
+    // docs/FIDELITY.md). The outcome hangs on the phase of the first overflow, so
+    // three starting phases are averaged.
+    let mut far_goodputs = Vec::new();
+    for far_start_ms in [58, 60, 62] {
+        let mut near = flow(0, "cubic");
+        near.start_ns = 20 * MS;
+        let mut far = flow(1, "cubic");
+        far.extra_rtt_ns = 40 * MS;
+        far.start_ns = far_start_ms * MS;
+        let r = run_checked(config(50, 20, bdp_bytes(50, 20), 0.0, 15, vec![near, far]));
+        let (near, far) = (r.flows[0].goodput_mbps, r.flows[1].goodput_mbps);
+        assert!(near + far > 0.95 * 50.0 * GOODPUT_CEILING, "link not full: {near} + {far}");
+        far_goodputs.push(far);
+    }
+    let mean = far_goodputs.iter().sum::<f64>() / far_goodputs.len() as f64;
+    assert!((9.0..20.0).contains(&mean), "60 ms flow: {far_goodputs:?} Mbit/s");
+}
+
+#[test]
 fn twenty_five_bbr_flows_in_a_tenth_of_a_bdp_share_the_link_fairly_as_on_linux() {
     // Kernel engine: Jain 0.90-0.94 (docs/FIDELITY.md). With one segment per pacing
     // interval one STARTUP flow ran away (Jain 0.2): its evenly spaced packets won the

@@ -10,9 +10,9 @@
 //!
 //! Deliberate simplifications (no effect on a single FIFO bottleneck, where
 //! nothing is reordered): no undo of spurious recovery (DSACK/F-RTO), no
-//! reordering-degree adaptation, no slow-start-after-idle. GSO is modelled for
-//! paced senders only (they emit skbs of ~1 ms at the pacing rate back to back,
-//! transmit.rs), without TSO deferral (`tcp_tso_should_defer`).
+//! reordering-degree adaptation, no slow-start-after-idle. GSO skbs of ~1 ms at
+//! the (paced or skb-sizing) pacing rate leave back to back; unpaced senders hold
+//! back a short first skb as `tcp_tso_should_defer` does (transmit.rs).
 
 mod recovery;
 mod timers;

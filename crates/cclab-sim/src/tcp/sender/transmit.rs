@@ -7,10 +7,18 @@
 //! the pacing rate (`tcp_tso_autosize`), at least the CC's `min_tso_segs`, and the pacing
 //! clock advances once for the whole skb (`tcp_update_skb_after_send`). Measured on the
 //! kernel engine (docs/FIDELITY.md): BBR at 25-60 Mbit/s leaves in bursts of 2-4 frames.
+//!
+//! Unpaced senders (CUBIC, Reno) build GSO skbs too: Linux sets `sk_pacing_rate` for
+//! them as well (`tcp_update_pacing_rate`: 200% of cwnd/srtt in slow start, 120% after),
+//! only to size skbs, and `tcp_tso_should_defer` holds back an skb that cwnd would cut
+//! short while more ACKs are due, so an ACK-clocked sender releases a few segments at a
+//! time rather than one or two per ACK. Measured on the kernel engine (router capture,
+//! two CUBIC flows, 50 Mbit/s): the 20 ms flow arrives in runs of 3-4 frames, the
+//! 60 ms flow in runs of 2 (`tcp_min_tso_segs`).
 
 use super::{Segment, TcpSender, Transmission, XmitTimer, EVER_RETRANS, LOST, RETRANS_IN_FLIGHT, SACKED, UNPACED_INITIAL_SEGMENTS};
 use crate::event::{EventQueue, TimerKind};
-use cclab_cc::{CongestionControl, CwndEvent, SimDuration, SimTime};
+use cclab_cc::{CaState, CongestionControl, CwndEvent, SimDuration, SimTime};
 use std::cmp::Reverse;
 
 /// `sk_pacing_shift` default (`sock_init_data`): a GSO skb holds ~1 ms (2^-10 s) of data
@@ -24,6 +32,16 @@ const TSO_RTT_LOG: u32 = 9;
 /// `bbr_min_tso_rate` (bit/s): BBR's `min_tso_segs` hook asks for one segment per skb
 /// below this pacing rate and two above; the only paced CC here is BBR.
 const BBR_MIN_TSO_RATE_BPS: u64 = 1_200_000;
+/// `sysctl_tcp_min_tso_segs` default: the smallest skb of a CC without a `min_tso_segs` hook.
+const TCP_MIN_TSO_SEGS: u32 = 2;
+/// `sysctl_tcp_pacing_ss_ratio` / `sysctl_tcp_pacing_ca_ratio` defaults (percent):
+/// `tcp_update_pacing_rate` for CCs that do not set the pacing rate themselves.
+const PACING_SS_RATIO_PCT: u64 = 200;
+const PACING_CA_RATIO_PCT: u64 = 120;
+/// `sysctl_tcp_tso_win_divisor` default: send at once when a third of cwnd is free.
+const TSO_WIN_DIVISOR: u32 = 3;
+/// `tcp_tso_should_defer`: defer only if the last write was at most this long ago.
+const TSO_DEFER_RECENT_WRITE: SimDuration = SimDuration::from_millis(1);
 
 /// What a GSO burst is made of: an skb is either new data or one lost skb resent.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -53,15 +71,35 @@ impl TcpSender {
         None
     }
 
-    /// `tcp_tso_segs` for a paced sender: segments per GSO skb, ~1 ms at the pacing rate
-    /// (`tcp_tso_autosize`), at least BBR's `min_tso_segs`. Unpaced senders send one
-    /// segment per skb here (their ACK clock releases one or two segments per ACK anyway).
-    pub(super) fn tso_segs(&self) -> u32 {
-        let rate = self.tcp.pacing_rate_bytes_per_sec;
-        if !self.pacing || rate == u64::MAX {
-            return 1;
+    /// The rate `tcp_tso_autosize` sizes skbs by (`sk_pacing_rate`): the CC's pacing rate
+    /// for a paced sender; otherwise what `tcp_update_pacing_rate` sets, 200% (slow start,
+    /// cwnd under half of ssthresh) or 120% of max(cwnd, packets out) per srtt.
+    fn skb_sizing_rate_bytes_per_sec(&self) -> u64 {
+        if self.pacing {
+            return self.tcp.pacing_rate_bytes_per_sec;
         }
-        let min_segs = if rate < BBR_MIN_TSO_RATE_BPS / 8 { 1 } else { 2 };
+        let srtt_us = self.rtt.srtt().as_micros();
+        if srtt_us == 0 {
+            return u64::MAX;
+        }
+        let ratio_pct = if self.tcp.snd_cwnd < self.tcp.snd_ssthresh / 2 { PACING_SS_RATIO_PCT } else { PACING_CA_RATIO_PCT };
+        let window_bytes = (self.tcp.snd_cwnd as u64).max(self.packets_out()) * self.tcp.mss_bytes as u64;
+        window_bytes * ratio_pct * 10_000 / srtt_us
+    }
+
+    /// `tcp_tso_segs`: segments per GSO skb, ~1 ms at the skb-sizing rate
+    /// (`tcp_tso_autosize`), at least the CC's `min_tso_segs` (BBR's hook, else
+    /// `tcp_min_tso_segs`).
+    pub(super) fn tso_segs(&self) -> u32 {
+        let rate = self.skb_sizing_rate_bytes_per_sec();
+        if rate == u64::MAX {
+            return if self.pacing { 1 } else { TCP_MIN_TSO_SEGS };
+        }
+        let min_segs = match self.pacing {
+            true if rate < BBR_MIN_TSO_RATE_BPS / 8 => 1,
+            true => 2,
+            false => TCP_MIN_TSO_SEGS,
+        };
         let mut bytes = rate >> PACING_SHIFT;
         // Short paths get larger skbs (`sysctl_tcp_tso_rtt_log`).
         let rtt_shift = self.rtt.min_rtt().map_or(u64::MAX, |r| r.as_micros() >> TSO_RTT_LOG);
@@ -70,6 +108,30 @@ impl TcpSender {
         }
         let segs = (bytes.min(GSO_MAX_BYTES) / self.tcp.mss_bytes as u64) as u32;
         segs.max(min_segs)
+    }
+
+    /// `tcp_tso_should_defer` for an unpaced sender's next skb of new data: hold it
+    /// while cwnd would cut it below `max_segs` segments and below a third of cwnd,
+    /// the last write was recent (1 ms), and the oldest outstanding segment left over
+    /// half an srtt ago (so its ACK, which frees more room, is near).
+    fn should_defer_tso(&self, now: SimTime, max_segs: u32) -> bool {
+        if max_segs <= 1 || matches!(self.tcp.ca_state, CaState::Recovery | CaState::Loss) {
+            return false;
+        }
+        // For an unpaced sender the send clock holds the last write (`tcp_wstamp_ns`).
+        if now.as_nanos() > self.tcp.next_send_time.as_nanos() + TSO_DEFER_RECENT_WRITE.as_nanos() {
+            return false;
+        }
+        let (in_flight, cwnd) = (self.in_flight(), self.tcp.snd_cwnd);
+        let mut limit_segs = cwnd.saturating_sub(in_flight);
+        if let Some(rwnd) = self.rwnd_segments {
+            limit_segs = limit_segs.min(rwnd.saturating_sub(self.packets_out()) as u32);
+        }
+        if limit_segs >= max_segs || limit_segs >= cwnd / TSO_WIN_DIVISOR {
+            return false;
+        }
+        let Some(head) = self.segments.front() else { return false };
+        now - head.xmit_time >= SimDuration(self.rtt.srtt().as_nanos() / 2)
     }
 
     /// `tcp_cwnd_test`: segments cwnd lets one skb carry (at most half of cwnd, so
@@ -105,7 +167,17 @@ impl TcpSender {
             // One skb: up to tso_segs segments back to back, then one pacing interval
             // for all of them.
             let kind = if lost.is_some() { BurstKind::Retransmit } else { BurstKind::New };
-            let max_segs = self.tso_segs().min(quota);
+            let tso_segs = self.tso_segs();
+            // Only the first skb of a send opportunity is held back: Linux's write
+            // queue holds skbs cut to earlier cwnd limits, and a one-segment remainder
+            // goes through the Nagle test, not the deferral (kernel engine, one CUBIC
+            // flow at 20 Mbit/s: ACKs of 2 segments 1.2 ms apart, runs of 2 frames and
+            // of 3 where cwnd grew, rarely 4).
+            if kind == BurstKind::New && !self.pacing && sent_new == 0 && self.should_defer_tso(now, tso_segs) {
+                cwnd_limited = true;
+                break;
+            }
+            let max_segs = tso_segs.min(quota);
             let mut burst_bytes = 0u32;
             let mut prev_seq: Option<u64> = None;
             for _ in 0..max_segs {
@@ -278,13 +350,87 @@ mod tests {
         assert_eq!(out.len(), 2);
     }
 
-    #[test]
-    fn an_unpaced_sender_sends_segment_by_segment_within_cwnd() {
+    fn before(t: SimTime, micros: u64) -> SimTime {
+        SimTime(t.as_nanos() - micros * 1_000)
+    }
+
+    /// A CUBIC sender whose initial window (10 segments) left at `t0` over a 20 ms path.
+    fn unpaced_sender() -> (TcpSender, EventQueue, SimTime) {
         let cc = FlowConfig::bulk(0, "cubic").cc_config().unwrap();
         let mut s = TcpSender::new(0, &cc, MSS, None, None, 1);
         let (mut q, mut out) = (EventQueue::default(), Vec::new());
-        s.start(SimTime(20_000_000), SimDuration::from_millis(20), &mut q, &mut out);
-        assert_eq!(s.tso_segs(), 1);
-        assert_eq!(out.len(), 10);
+        let t0 = SimTime(20_000_000);
+        s.start(t0, SimDuration::from_millis(20), &mut q, &mut out);
+        assert_eq!(out.len(), 10, "the initial window leaves at once: nothing in flight to wait for");
+        assert_eq!(s.srtt(), SimDuration::from_millis(20));
+        (s, q, t0)
+    }
+
+    #[test]
+    fn an_unpaced_sender_sizes_skbs_by_the_pacing_rate_linux_sets_for_it() {
+        let (mut s, _, _) = unpaced_sender();
+        // Slow start, 200%: 2 x 64 x 1448 B / 20 ms = 9.27 MB/s, 9050 B per ms: 6 segments.
+        s.tcp.snd_cwnd = 64;
+        assert_eq!(s.tso_segs(), 6);
+        // Congestion avoidance, 120%: 1.2 x 130 x 1448 B / 20 ms, 11_029 B per ms: 7.
+        s.tcp.snd_ssthresh = 100;
+        s.tcp.snd_cwnd = 130;
+        assert_eq!(s.tso_segs(), 7);
+        // Small windows: tcp_min_tso_segs.
+        s.tcp.snd_cwnd = 10;
+        assert_eq!(s.tso_segs(), 2);
+    }
+
+    #[test]
+    fn an_unpaced_sender_defers_a_short_skb_while_an_ack_is_near_and_its_last_write_was_recent() {
+        let (mut s, mut q, t0) = unpaced_sender();
+        let mut out = Vec::new();
+        // 15 ms on (the head left more than srtt/2 ago), last write 0.5 ms ago.
+        let now = t0 + SimDuration::from_millis(15);
+        s.tcp.next_send_time = before(now, 500);
+        s.tcp.snd_cwnd = 11; // room for one segment; an skb holds two
+        s.transmit(now, &mut q, &mut out);
+        assert!(out.is_empty(), "one segment of room is held back");
+        // When the next ACK (here: cwnd) opens room for a full skb, it leaves whole.
+        s.tcp.snd_cwnd = 12;
+        s.transmit(now, &mut q, &mut out);
+        assert_eq!(out.iter().map(|t| t.seq).collect::<Vec<_>>(), vec![10, 11]);
+        // Once an skb went out, a shorter remainder follows at once: three segments of
+        // room, skbs of two, all three leave.
+        out.clear();
+        s.tcp.next_send_time = before(now, 500);
+        s.tcp.snd_cwnd = 15;
+        assert_eq!(s.tso_segs(), 2);
+        s.transmit(now, &mut q, &mut out);
+        assert_eq!(out.iter().map(|t| t.seq).collect::<Vec<_>>(), vec![12, 13, 14]);
+    }
+
+    #[test]
+    fn an_unpaced_sender_sends_a_short_skb_at_once_after_a_quiet_millisecond_or_a_young_head() {
+        // Last write 1.5 ms ago: deferral would make the sender bursty; send now.
+        let (mut s, mut q, t0) = unpaced_sender();
+        let mut out = Vec::new();
+        let now = t0 + SimDuration::from_millis(15);
+        s.tcp.next_send_time = before(now, 1_500);
+        s.tcp.snd_cwnd = 11;
+        s.transmit(now, &mut q, &mut out);
+        assert_eq!(out.len(), 1);
+        // The oldest segment in flight left under srtt/2 ago: its ACK is far; send now.
+        let (mut s, mut q, t0) = unpaced_sender();
+        out.clear();
+        let now = t0 + SimDuration::from_millis(5);
+        s.tcp.next_send_time = before(now, 500);
+        s.tcp.snd_cwnd = 11;
+        s.transmit(now, &mut q, &mut out);
+        assert_eq!(out.len(), 1);
+        // In recovery: never deferred.
+        let (mut s, mut q, t0) = unpaced_sender();
+        out.clear();
+        let now = t0 + SimDuration::from_millis(15);
+        s.tcp.next_send_time = before(now, 500);
+        s.tcp.ca_state = CaState::Recovery;
+        s.tcp.snd_cwnd = 11;
+        s.transmit(now, &mut q, &mut out);
+        assert_eq!(out.len(), 1);
     }
 }
