@@ -1,8 +1,11 @@
-"""Flows start when the spec says: the data SYN, not the iperf3 launch, is at start_s.
+"""Flows start when the spec says, on every path RTT.
 
 iperf3 spends about three round trips on its control connection before it connects the
-data socket; without launching it that much early, a 60 ms flow started 120 ms after a
-20 ms one that the spec starts together (the simulator starts both at 0).
+data socket, and two more before the first data byte; without launching it that much
+early, a 60 ms flow started 120 ms after a 20 ms one that the spec starts together. The
+simulator sends a flow's first data byte one path RTT after its start (after the
+handshake), so the engine aims a bulk flow's SYN one RTT before its start, and a finite
+flow's SYN (from which its completion time counts) at its start.
 """
 
 from __future__ import annotations
@@ -16,10 +19,16 @@ pytestmark = requires_kernel_engine
 START_TOLERANCE_S = 0.008
 
 
-def test_flows_on_paths_of_different_rtt_send_their_syn_at_the_same_start_time() -> None:
+def test_bulk_flows_on_paths_of_different_rtt_send_their_syn_one_path_rtt_before_their_start() -> None:
     config = make_config([{"cc": "cubic"}, {"cc": "bbr", "extra_rtt_ns": 40_000_000}], rtt_ns=20_000_000, duration_ns=2_000_000_000)
     result = run(config)
     starts = {s["flow_id"]: s for s in result["provenance"]["flow_starts"]}
     assert starts[0]["launch_lead_s"] < starts[1]["launch_lead_s"]  # the longer path is launched earlier
-    for flow_id in (0, 1):
-        assert abs(starts[flow_id]["data_syn_s"] - 0.0) <= START_TOLERANCE_S, starts[flow_id]
+    for flow_id, path_rtt_s in ((0, 0.020), (1, 0.060)):
+        assert abs(starts[flow_id]["data_syn_s"] - (0.0 - path_rtt_s)) <= START_TOLERANCE_S, starts[flow_id]
+
+
+def test_a_finite_flow_sends_its_syn_at_its_start() -> None:
+    config = make_config([{"cc": "cubic", "size_bytes": 200_000, "start_ns": 300_000_000}], rtt_ns=40_000_000, duration_ns=2_000_000_000)
+    start = run(config)["provenance"]["flow_starts"][0]
+    assert abs(start["data_syn_s"] - 0.3) <= START_TOLERANCE_S, start

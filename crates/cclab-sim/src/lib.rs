@@ -25,7 +25,8 @@ pub use sim::Simulation;
 /// 3: the receiver ACKs each in-order segment the application reads (Linux with an app
 /// that drains the socket); paced senders emit GSO-sized bursts.
 /// 4: ... only while deliveries per RTT reach new highs (receive-buffer autotuning).
-pub const MODEL_VERSION: u32 = 4;
+/// 5: unpaced senders build GSO skbs and defer a short first one (tcp_tso_should_defer).
+pub const MODEL_VERSION: u32 = 5;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

@@ -37,7 +37,9 @@ class KernelEngine:
     #: last byte's arrival, flows still going at the end of the run are stopped there.
     #: 4: each data SYN leaves at its flow's start time (iperf3 launched its control
     #: phase early); the SACK-aware in-flight count.
-    model_version = "kernel-4"
+    #: 5: a bulk flow's first data byte leaves one path RTT after its start (its SYN one
+    #: RTT before), as in the simulator.
+    model_version = "kernel-5"
 
     def run(self, scenario: Scenario) -> RunResult:
         from cclab.results import RunResult

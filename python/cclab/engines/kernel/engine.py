@@ -62,14 +62,21 @@ def _signals_raise() -> Iterator[None]:
 # iperf3 connects its control socket and exchanges parameters (cookie, JSON, stream
 # creation) before it connects the data socket: measured on this engine, the data SYN
 # leaves about IPERF3_CONTROL_RTTS path RTTs plus IPERF3_LAUNCH_S after the client is
-# launched (see tests/kernel/test_kernel_flow_start.py).
+# launched (see tests/kernel/test_kernel_flow_start.py). Then its first data byte waits
+# IPERF3_DATA_START_RTTS more (the SYN's round trip, the data socket's cookie and the
+# server's start message), where the simulator's waits one (the handshake).
 IPERF3_CONTROL_RTTS = 3.0
+IPERF3_DATA_START_RTTS = 2.0
 IPERF3_LAUNCH_S = 0.005
 
 
-def launch_lead_s(path_rtt_ns: int) -> float:
-    """How long before a flow's start time its iperf3 client is launched."""
-    return IPERF3_CONTROL_RTTS * path_rtt_ns / 1e9 + IPERF3_LAUNCH_S
+def launch_lead_s(path_rtt_ns: int, *, finite: bool) -> float:
+    """How long before a flow's start time its iperf3 client is launched: so that a bulk
+    flow's first data byte leaves one path RTT after its start, as in the simulator (its
+    SYN one RTT before the start), and a finite flow's SYN leaves at its start, since its
+    completion time counts from the SYN."""
+    rtts = IPERF3_CONTROL_RTTS + (0.0 if finite else IPERF3_DATA_START_RTTS - 1.0)
+    return rtts * path_rtt_ns / 1e9 + IPERF3_LAUNCH_S
 
 
 def _idle_rtt_ms(sender_ns: str, count: int) -> float | None:
@@ -215,9 +222,10 @@ def _run(  # noqa: PLR0915
     )
 
     report("running", total_s=duration_ns / 1e9)
-    # Each client is launched its control-phase lead early, so that its data SYN leaves at
-    # the spec's start time; t0 (the run's time zero) lies that far after the first launch.
-    lead_s = {p.flow_id: launch_lead_s(delay_ns) for p, delay_ns in zip(plans, delays, strict=True)}
+    # Each client is launched early by its control phase (launch_lead_s), so that its data
+    # starts when the simulator's would; t0 (the run's time zero) lies that far after the
+    # first launch.
+    lead_s = {p.flow_id: launch_lead_s(delay_ns, finite=p.size_bytes is not None) for p, delay_ns in zip(plans, delays, strict=True)}
     t0 = time.monotonic() + max(lead_s[p.flow_id] - p.start_s for p in plans) if plans else time.monotonic()
     sampler.start(t0)
     if started.receiver is not None:
