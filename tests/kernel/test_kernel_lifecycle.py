@@ -125,7 +125,7 @@ def test_stale_namespaces_of_a_dead_owner_are_removed_and_live_ones_kept() -> No
     [
         ({"bottleneck": {"rate_bps": 10_000_000_000}}, "beyond what this machine emulates faithfully"),
         ({"flows": [{"cc": "vegas"}]}, "modprobe tcp_vegas"),
-        ({"flows": [{"cc": "bbr", "probe_bw_gain": 1.5}]}, "probe_bw gain is fixed at 1.25"),
+        ({"flows": [{"cc": "bbr", "probe_bw_gain": 1.2345}]}, "probe_bw_gain 1.2345 has more than three decimals"),
     ],
 )
 def test_preflight_refuses_what_it_cannot_run_faithfully_in_one_line(change: dict, message: str) -> None:

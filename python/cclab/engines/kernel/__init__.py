@@ -39,7 +39,8 @@ class KernelEngine:
     #: phase early); the SACK-aware in-flight count.
     #: 5: a bulk flow's first data byte leaves one path RTT after its start (its SYN one
     #: RTT before), as in the simulator.
-    model_version = "kernel-5"
+    #: 6: no cc_mode for samples taken before iperf3 switched the socket to the flow's CC.
+    model_version = "kernel-6"
 
     def run(self, scenario: Scenario) -> RunResult:
         from cclab.results import RunResult

@@ -134,7 +134,9 @@ def flow_series(m: Measured) -> dict:
             cols["inflight_pkts"].append(s.inflight_pkts)
             cols["bbr_bw_mbps"].append(s.bbr_bw_Bps * 8 / 1e6 if s.bbr_bw_Bps is not None else None)
             cols["bbr_min_rtt_ms"].append(s.bbr_min_rtt_us / 1000 if s.bbr_min_rtt_us is not None else None)
-            cols["cc_mode"].append(s.mode())
+            # Before iperf3 switches the socket to the flow's CC it runs the namespace's
+            # default (reno): such a sample says nothing about the flow's CC's mode.
+            cols["cc_mode"].append(s.mode() if s.cc == p.kernel_cc else None)
             cols["retrans_segments"].append(s.total_retrans - (prev.total_retrans if prev else 0))
             prev_t, prev = t, s
     return cols
