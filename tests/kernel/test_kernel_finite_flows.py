@@ -58,9 +58,10 @@ def test_the_fct_lies_between_the_physical_floor_and_a_generous_bound(one_flow_r
 def test_the_fct_is_the_flows_active_interval_and_goodput_follows_from_it(one_flow_result: dict) -> None:
     flow = one_flow_result["flows"][0]
     assert flow["end_s"] - flow["start_s"] == pytest.approx(flow["fct_s"])
-    # The flow starts with its data connection's SYN, after iperf3's control connection
-    # (a few RTTs), not before the scheduled start.
-    assert 0 < flow["start_s"] < 1.0
+    # The flow starts with its data connection's SYN, which the engine aims at the
+    # scheduled start (0) by launching iperf3 its control phase early; a few ms of
+    # process start-up either way.
+    assert abs(flow["start_s"]) <= 0.008
     assert flow["goodput_mbps"] == pytest.approx(5_000_000 * 8 / flow["fct_s"] / 1e6)
 
 
