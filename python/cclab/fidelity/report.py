@@ -24,12 +24,12 @@ def _ratio(value: float | None) -> str:
     return "∞" if not math.isfinite(value) else f"{value:.2f}"
 
 
-def write_report(report: ValidationReport, run_dirs: dict[str, dict[str, Path]]) -> Path:
-    """summary.md and figures; `run_dirs` names, per engine and case, the run to draw."""
+def write_report(report: ValidationReport, shown: dict[str, dict[str, RunResult]]) -> Path:
+    """summary.md and figures; `shown` holds, per case and engine, the run to draw."""
     out = report.out_dir
     figure_dir = out / "figures"
     for comparison in report.comparisons:
-        runs = {engine: RunResult.read(run_dirs[engine][comparison.case]) for engine in ("sim", "kernel")}
+        runs = shown[comparison.case]
         figures.case_figure(comparison.case, runs, figure_dir / comparison.case)
     if report.comparisons:
         figures.goodput_scatter(report.comparisons, figure_dir / "goodput_scatter")

@@ -99,7 +99,7 @@ def run_validation(
 
     finished = finished_runs(out_dir)
     comparisons, excluded = [], []
-    shown: dict[str, dict[str, Path]] = {engine: {} for engine in ENGINES}
+    shown: dict[str, dict[str, RunResult]] = {}  # case -> engine -> the run its figure draws
     for case in validation_set.cases:
         keys = {engine: [spec.run_key for spec in plans[engine][case.name]] for engine in ENGINES}
         if not all(key in finished for engine in ENGINES for key in keys[engine]):
@@ -113,8 +113,7 @@ def run_validation(
             excluded.append(f"{case.name}: kernel run invalid ({reasons})")
             continue
         comparisons.append(compare_case(case, sims, list(valid.values())))
-        shown["sim"][case.name] = finished[keys["sim"][0]]
-        shown["kernel"][case.name] = finished[next(iter(valid))]
+        shown[case.name] = {"sim": sims[0], "kernel": next(iter(valid.values()))}
     summary = summarize(comparisons)
     pd.DataFrame([c.row() for c in comparisons]).to_csv(out_dir / "comparison.csv", index=False)
     report = ValidationReport(validation_set, out_dir, comparisons, excluded, summary, time.perf_counter() - started, out_dir / "summary.md")
