@@ -43,10 +43,11 @@ def test_resolve_fills_every_default_of_the_contract() -> None:
             "queue_limit_bytes": 312_500,  # default buffer: 1 BDP
             "queue_limit_packets": None,
             "loss_probability": 0.0,
+            "aqm": {"kind": "fifo"},
         },
         "flows": [
             {"flow_id": 0, "cc": "bbr", "probe_bw_gain": 1.25, "start_ns": 0,
-             "size_bytes": None, "extra_rtt_ns": 0, "rwnd_bytes": None},
+             "size_bytes": None, "extra_rtt_ns": 0, "rwnd_bytes": None, "ecn": False},
         ],
         "flow_sample_interval_ns": 100_000_000,
         "queue_sample_interval_ns": 1_000_000,

@@ -36,6 +36,9 @@ pub struct BottleneckConfig {
     /// Bernoulli loss on the data path before the queue.
     #[serde(default)]
     pub loss_probability: f64,
+    /// The queue discipline in front of the shaper; tail drop unless set.
+    #[serde(default)]
+    pub aqm: cclab_aqm::AqmConfig,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -53,12 +56,15 @@ pub struct FlowConfig {
     pub extra_rtt_ns: u64,
     #[serde(default)]
     pub rwnd_bytes: Option<u64>,
+    /// The sender negotiates ECN (net.ipv4.tcp_ecn = 1).
+    #[serde(default)]
+    pub ecn: bool,
 }
 
 impl FlowConfig {
     /// A bulk flow (no size limit) of `cc` starting at time zero on the base RTT.
     pub fn bulk(flow_id: u32, cc: &str) -> Self {
-        FlowConfig { flow_id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None }
+        FlowConfig { flow_id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None, ecn: false }
     }
 
     pub fn cc_config(&self) -> Result<CcConfig, String> {
@@ -83,7 +89,14 @@ impl SimConfig {
         SimConfig {
             seed: 1,
             duration_ns,
-            bottleneck: BottleneckConfig { rate_bps, rtt_ns, queue_limit_bytes: Some(queue_limit_bytes), queue_limit_packets: None, loss_probability },
+            bottleneck: BottleneckConfig {
+                rate_bps,
+                rtt_ns,
+                queue_limit_bytes: Some(queue_limit_bytes),
+                queue_limit_packets: None,
+                loss_probability,
+                aqm: cclab_aqm::AqmConfig::Fifo,
+            },
             flows,
             flow_sample_interval_ns: default_flow_sample_interval_ns(),
             queue_sample_interval_ns: default_queue_sample_interval_ns(),
@@ -124,6 +137,10 @@ impl SimConfig {
                 if !(g > 1.0) {
                     return Err(format!("flows[{}].probe_bw_gain: must be > 1, got {g}", f.flow_id));
                 }
+            }
+            if f.ecn {
+                // ECN arrives with the AQMs that mark; until then refuse rather than ignore it.
+                return Err(format!("flows[{}].ecn: the simulator does not negotiate ECN yet", f.flow_id));
             }
             if f.size_bytes == Some(0) {
                 return Err(format!("flows[{}].size_bytes: must be > 0", f.flow_id));

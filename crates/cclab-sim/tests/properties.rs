@@ -22,6 +22,7 @@ fn arb_flow(id: u32) -> impl Strategy<Value = FlowConfig> {
             size_bytes: size,
             extra_rtt_ns: extra_ms * MS,
             rwnd_bytes: None,
+            ecn: false,
         })
 }
 
@@ -40,6 +41,7 @@ fn arb_config() -> impl Strategy<Value = SimConfig> {
                 queue_limit_bytes: (!in_pkts).then_some(buffer_pkts * FRAME_BYTES),
                 queue_limit_packets: in_pkts.then_some(buffer_pkts),
                 loss_probability: loss,
+                aqm: Default::default(),
             },
             flows,
             flow_sample_interval_ns: 100 * MS,

@@ -111,6 +111,8 @@ def preflight(config: dict) -> None:
                 f"flow {f['flow_id']}: this kernel lacks CC {f['cc']} ({AVAILABLE_CC} lists {' '.join(available)}); "
                 f"try `modprobe tcp_{f['cc']}`"
             )
+        if f.get("ecn"):
+            raise KernelEngineError(f"flow {f['flow_id']}: ecn is not supported by the kernel engine yet; use the sim engine")
         if f.get("rwnd_bytes") is not None:
             raise KernelEngineError(f"flow {f['flow_id']}: rwnd_bytes is not supported by the kernel engine")
         if f["start_ns"] >= config["duration_ns"]:
@@ -119,6 +121,9 @@ def preflight(config: dict) -> None:
         raise KernelEngineError("duration: the kernel engine needs at least 1 s (iperf3 runs whole seconds)")
 
     b = config["bottleneck"]
+    aqm = b.get("aqm", {"kind": "fifo"})["kind"]
+    if aqm != "fifo":
+        raise KernelEngineError(f"bottleneck.aqm: {aqm} is not supported by the kernel engine yet; use the sim engine")
     rate = int(b["rate_bps"])
     if rate > MAX_FAITHFUL_RATE_BPS:
         raise KernelEngineError(

@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cclab.errors import SpecError
+from cclab.spec.aqm import AqmName, AqmParams, check_params_apply, resolve_aqm
+from cclab.spec.fields import FieldError
 from cclab.units import FRAME_BYTES, MSS_BYTES, parse_bytes, parse_size
 
 # BBRv1's gain in the first phase of its PROBE_BW cycle: Linux tcp_bbr.c, bbr_pacing_gain[0]
@@ -25,16 +27,11 @@ BBR_DEFAULT_PROBE_BW_GAIN = 1.25
 # A guard against a typo that would build millions of flows, not a simulator limit.
 MAX_FLOWS_PER_ENTRY = 10_000
 
-CongestionControl = Literal["reno", "cubic", "bbr"]
+# "bbr" is BBRv1 (Linux's tcp_bbr.c); "bbr1" names it explicitly and resolves to "bbr".
+# "bbr2" is google/bbr's v2alpha, "bbr3" its v3 (draft-ietf-ccwg-bbr).
+CongestionControl = Literal["reno", "cubic", "bbr", "bbr1", "bbr2", "bbr3"]
+CC_ALIASES = {"bbr1": "bbr"}
 EngineName = Literal["sim", "kernel"]
-
-
-class FieldError(ValueError):
-    """A validation error about a field below the model that raised it."""
-
-    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
-        self.loc = loc
-        super().__init__(message)
 
 
 def _check_size(text: str) -> str:
@@ -70,6 +67,8 @@ class Bottleneck(_Strict):
     rtt_ms: float = Field(gt=0, description="base round-trip propagation delay")
     buffer: SizeText = "1bdp"
     loss: float = Field(default=0.0, ge=0, lt=1, description="random loss probability on the data path")
+    aqm: AqmName = "fifo"
+    aqm_params: AqmParams | None = None
 
     @property
     def rate_bps(self) -> int:
@@ -93,7 +92,18 @@ class Bottleneck(_Strict):
                 ("buffer",),
                 f"must hold at least one packet ({FRAME_BYTES} B) (got {_show(self.buffer)} = {limit_bytes} B)",
             )
+        check_params_apply(self.aqm, self.aqm_params)
+        # Resolving checks the parameters that depend on each other and on the buffer (RED's min < max).
+        resolve_aqm(self.aqm, self.aqm_params, buffer_bytes=self.buffer_bytes, rate_bps=self.rate_bps)
         return self
+
+    @property
+    def buffer_bytes(self) -> int:
+        """The buffer in bytes (a packet-counted buffer as whole frames)."""
+        size = parse_size(self.buffer)
+        if size.unit == "packets":
+            return round(size.amount) * FRAME_BYTES
+        return size.bytes_for(self.rate_bps, self.rtt_ns)
 
 
 class Flow(_Strict):
@@ -104,6 +114,12 @@ class Flow(_Strict):
     size: BytesText | None = Field(default=None, description="finite flow; otherwise runs for duration_s")
     extra_rtt_ms: float = Field(default=0.0, ge=0)
     rwnd: RwndText | None = Field(default=None, description="receive window; default unlimited")
+    ecn: bool = Field(default=False, description="the sender negotiates ECN (net.ipv4.tcp_ecn = 1)")
+
+    @property
+    def cc_name(self) -> str:
+        """The CC's canonical name ("bbr1" is "bbr")."""
+        return CC_ALIASES.get(self.cc, self.cc)
 
     @field_validator("probe_bw_gain")
     @classmethod
@@ -111,8 +127,8 @@ class Flow(_Strict):
         if gain is None:
             return gain
         cc = info.data.get("cc")
-        if cc is not None and cc != "bbr":
-            raise ValueError(f'only applies to cc = "bbr" (this flow has cc = {_show(cc)})')
+        if cc is not None and CC_ALIASES.get(cc, cc) != "bbr":
+            raise ValueError(f'only applies to cc = "bbr" (BBRv1) (this flow has cc = {_show(cc)})')
         if gain <= 1:
             raise ValueError(f"must be > 1 (got {_show(gain)})")
         return gain
@@ -176,16 +192,17 @@ class Scenario(_Strict):
         flows = []
         for entry in self.flows:
             for _ in range(entry.count):
-                gain = (entry.probe_bw_gain or BBR_DEFAULT_PROBE_BW_GAIN) if entry.cc == "bbr" else None
+                gain = (entry.probe_bw_gain or BBR_DEFAULT_PROBE_BW_GAIN) if entry.cc_name == "bbr" else None
                 flows.append(
                     {
                         "flow_id": len(flows),
-                        "cc": entry.cc,
+                        "cc": entry.cc_name,
                         "probe_bw_gain": gain,
                         "start_ns": _ns(entry.start_s, 1e9),
                         "size_bytes": parse_bytes(entry.size) if entry.size else None,
                         "extra_rtt_ns": _ns(entry.extra_rtt_ms, 1e6),
                         "rwnd_bytes": parse_bytes(entry.rwnd) if entry.rwnd else None,
+                        "ecn": entry.ecn,
                     }
                 )
         return {
@@ -197,6 +214,7 @@ class Scenario(_Strict):
                 "queue_limit_bytes": None if size.unit == "packets" else size.bytes_for(link.rate_bps, link.rtt_ns),
                 "queue_limit_packets": round(size.amount) if size.unit == "packets" else None,
                 "loss_probability": link.loss,
+                "aqm": resolve_aqm(link.aqm, link.aqm_params, buffer_bytes=link.buffer_bytes, rate_bps=link.rate_bps),
             },
             "flows": flows,
             "flow_sample_interval_ns": _ns(self.output.flow_sample_interval_ms, 1e6),
@@ -244,7 +262,7 @@ def _path(loc: tuple[str | int, ...]) -> str:
 
 
 def _known_keys() -> list[str]:
-    models: list[type[BaseModel]] = [Scenario, Bottleneck, Flow, Output]
+    models: list[type[BaseModel]] = [Scenario, Bottleneck, Flow, Output, AqmParams]
     return sorted({name for model in models for name in model.model_fields})
 
 
