@@ -65,6 +65,7 @@ def constructed_engine_output(n_flows: int = 2) -> dict[str, Any]:
             "queue_drop_segments": 12, "random_loss_segments": 0, "rto_count": 0,
             "rtt_min_ms": 25.1, "rtt_mean_ms": 40.2, "rtt_p50_ms": 39.0, "rtt_p95_ms": 49.9, "rtt_max_ms": 50.3,
             "fct_s": None if i == 0 else 3.25, "completed": i != 0,
+            "ecn": i == 1, "ce_marks_received": 0 if i == 0 else 7, "aqm_drop_segments": 0,
         }
         for i in range(n_flows)
     ]
@@ -84,7 +85,7 @@ def constructed_engine_output(n_flows: int = 2) -> dict[str, Any]:
             "bbr_bw_mbps": [None, 45.0, None, 46.0], "bbr_min_rtt_ms": [None, 25.0, None, 25.0],
             "cc_mode": [None, "STARTUP", None, "DRAIN"], "retrans_segments": [0, 0, 1, 2],
         },
-        "queue_series": {"time_s": [0.001, 0.002], "queue_bytes": [0, 3028], "drops": [0, 1], "utilization": [0.5, 1.0]},
+        "queue_series": {"time_s": [0.001, 0.002], "queue_bytes": [0, 3028], "drops": [0, 1], "utilization": [0.5, 1.0], "ce_marks": [0, 2]},
         "events": {"time_s": [0.002, 0.3], "flow_id": [None, 1], "kind": ["queue_drop", "bbr_state"], "detail": ["full", "DRAIN"]},
         "stats": {"events_processed": 1234, "data_packets": 70440, "sim_wall_s": 0.01},
     }

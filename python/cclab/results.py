@@ -49,6 +49,10 @@ FLOW_COLUMNS: dict[str, str] = {
     "rtt_max_ms": "float64",
     "fct_s": "float64",
     "completed": "bool",
+    # ECN and AQM: null from an engine or a result that predates them.
+    "ecn": "boolean",  # ECN negotiated
+    "ce_marks_received": "Int64",  # CE-marked data segments that reached the receiver
+    "aqm_drop_segments": "Int64",  # this flow's packets the AQM dropped (within queue_drop_segments)
 }
 FLOW_SERIES_COLUMNS: dict[str, str] = {
     "time_s": "float64",
@@ -68,6 +72,7 @@ QUEUE_SERIES_COLUMNS: dict[str, str] = {
     "queue_bytes": "int64",
     "drops": "int64",
     "utilization": "float64",
+    "ce_marks": "Int64",
 }
 EVENT_COLUMNS: dict[str, str] = {
     "time_s": "float64",

@@ -47,6 +47,7 @@ RUN_COLUMNS: dict[str, str] = {
     "buffer_bytes": "int64",  # packets count whole 1514-byte frames
     "buffer_bdp": "float64",
     "loss": "float64",
+    "aqm": "string",  # the bottleneck's queue discipline: fifo, codel, fq_codel, pie, red, cake
     "n_flows": "int64",
     "flow_sample_interval_ms": "float64",
     "queue_sample_interval_ms": "float64",
@@ -103,6 +104,7 @@ def flow_rows(run_dir: Path) -> list[dict[str, Any]]:
         "buffer_bytes": buffer_bytes,
         "buffer_bdp": buffer_bytes / bdp_bytes(link["rate_bps"], link["rtt_ns"]),
         "loss": link["loss_probability"],
+        "aqm": link.get("aqm", {"kind": "fifo"})["kind"],
         "n_flows": len(config["flows"]),
         "flow_sample_interval_ms": config["flow_sample_interval_ns"] / 1e6,
         "queue_sample_interval_ms": config["queue_sample_interval_ns"] / 1e6,

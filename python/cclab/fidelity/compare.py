@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from cclab.fidelity.sets import Case
+from cclab.fidelity.sets import Case, ValidationSet
 from cclab.results import RunResult
 
 # Acceptance thresholds of issue 6 ("Done when").
@@ -301,3 +302,16 @@ def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
         rtt_median_error=float(np.nanmedian([c.rtt_error for c in comparisons])) if comparisons else float("nan"),
         patterns=[(c.case, c.pattern, c.sim_pattern_count or 0, c.kernel_pattern_count or 0) for c in comparisons if c.pattern],
     )
+
+
+@dataclass
+class ValidationReport:
+    """A validation run's outcome: what `runner` computed and `report` writes out."""
+
+    set: ValidationSet
+    out_dir: Path
+    comparisons: list[CaseComparison]
+    excluded: list[str]  # cases left out: the kernel run was invalid twice, or a run failed
+    summary: SetSummary
+    wall_s: float
+    summary_path: Path

@@ -11,7 +11,7 @@ from cclab.results import RunResult
 from cclab.studies._common import fmt, markdown_table
 
 if TYPE_CHECKING:
-    from cclab.fidelity.runner import ValidationReport
+    from cclab.fidelity.compare import ValidationReport
 
 
 def _pct(value: float | None) -> str:

@@ -14,29 +14,19 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+
 from pathlib import Path
 
 import pandas as pd
 
 from cclab.errors import SpecError
-from cclab.fidelity.compare import CaseComparison, SetSummary, compare_case, summarize
+from cclab.fidelity.compare import CaseComparison, ValidationReport, compare_case, summarize
+from cclab.fidelity.report import write_report
 from cclab.fidelity.sets import Case, ValidationSet, get_set
 from cclab.results import RunResult
 from cclab.sweep import Expansion, RunSpec, default_jobs, run_key, run_planned
 
 ENGINES = ("sim", "kernel")
-
-
-@dataclass
-class ValidationReport:
-    set: ValidationSet
-    out_dir: Path
-    comparisons: list[CaseComparison]
-    excluded: list[str]  # cases left out: the kernel run was invalid twice, or a run failed
-    summary: SetSummary
-    wall_s: float
-    summary_path: Path
 
 
 def _plan(cases: list[Case], engine: str) -> dict[str, list[RunSpec]]:
@@ -63,7 +53,6 @@ def run_validation(
     progress: bool = True,
     retry_invalid: bool = True,
 ) -> ValidationReport:
-    from cclab.fidelity.report import write_report
     from cclab.store import finished_runs
 
     started = time.perf_counter()

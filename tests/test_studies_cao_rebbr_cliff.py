@@ -18,7 +18,7 @@ from conftest import run_cli
 pytestmark = pytest.mark.sim
 
 
-def test_issue_4_studies_are_discovered_with_a_description_and_a_run_function():
+def test_studies_are_discovered_with_a_description_and_a_run_function():
     studies = discover()
     for name in ("cao2019", "rebbr", "cliff"):
         assert studies[name].NAME == name

@@ -1,4 +1,4 @@
-"""Issue-4 analysis on constructed data: goodput gain, LatDec, the paired table, loss
+"""Analysis on constructed data: goodput gain, LatDec, the paired table, loss
 percentage, cliff detection, the tree's JSON export, and heatmaps."""
 
 from __future__ import annotations
