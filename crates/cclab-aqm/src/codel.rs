@@ -139,7 +139,8 @@ impl CodelVars {
         let invsqrt2 = ((invsqrt as u64 * invsqrt as u64) >> 32) as u32;
         let mut val = (3u64 << 32).wrapping_sub(self.count as u64 * invsqrt2 as u64);
         val >>= 2; // avoid overflow in the following multiply
-        val = (val * invsqrt as u64) >> (32 - 2 + 1);
+        // u64 arithmetic wraps as in C (count may jump, e.g. after fq_codel_drop).
+        val = val.wrapping_mul(invsqrt as u64) >> (32 - 2 + 1);
         self.rec_inv_sqrt = (val >> REC_INV_SQRT_SHIFT) as u16;
     }
 
@@ -220,7 +221,7 @@ impl CodelVars {
                 // If we re-enter soon after leaving, resume near the drop rate that
                 // controlled the queue last time.
                 let delta = self.count.wrapping_sub(self.lastcount);
-                if delta > 1 && !after_eq(now.wrapping_sub(self.drop_next), 16 * params.interval) {
+                if delta > 1 && !after_eq(now.wrapping_sub(self.drop_next), params.interval.wrapping_mul(16)) {
                     self.count = delta;
                     // Imprecise start; later Newton steps converge quadratically.
                     self.newton_step();

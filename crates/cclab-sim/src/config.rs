@@ -2,6 +2,7 @@
 //! Python validates the user's spec and resolves every unit into these integers.
 
 use cclab_cc::{bbr::BbrConfig, cubic::CubicConfig, CcConfig};
+use cclab_aqm::AqmConfig;
 use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -36,6 +37,9 @@ pub struct BottleneckConfig {
     /// Bernoulli loss on the data path before the queue.
     #[serde(default)]
     pub loss_probability: f64,
+    /// The queue discipline the shaper pulls from (default: tail-drop FIFO).
+    #[serde(default)]
+    pub aqm: AqmConfig,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -53,12 +57,15 @@ pub struct FlowConfig {
     pub extra_rtt_ns: u64,
     #[serde(default)]
     pub rwnd_bytes: Option<u64>,
+    /// Negotiate ECN (net.ipv4.tcp_ecn=1 at both ends, RFC 3168).
+    #[serde(default)]
+    pub ecn: bool,
 }
 
 impl FlowConfig {
     /// A bulk flow (no size limit) of `cc` starting at time zero on the base RTT.
     pub fn bulk(flow_id: u32, cc: &str) -> Self {
-        FlowConfig { flow_id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None }
+        FlowConfig { flow_id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None, ecn: false }
     }
 
     pub fn cc_config(&self) -> Result<CcConfig, String> {
@@ -83,7 +90,7 @@ impl SimConfig {
         SimConfig {
             seed: 1,
             duration_ns,
-            bottleneck: BottleneckConfig { rate_bps, rtt_ns, queue_limit_bytes: Some(queue_limit_bytes), queue_limit_packets: None, loss_probability },
+            bottleneck: BottleneckConfig { rate_bps, rtt_ns, queue_limit_bytes: Some(queue_limit_bytes), queue_limit_packets: None, loss_probability, aqm: AqmConfig::Fifo },
             flows,
             flow_sample_interval_ns: default_flow_sample_interval_ns(),
             queue_sample_interval_ns: default_queue_sample_interval_ns(),
