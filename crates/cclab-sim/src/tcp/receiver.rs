@@ -476,4 +476,34 @@ mod tests {
         let mut rx = receiver_past_quickacks();
         assert_eq!(rx.on_segment(SimTime::ZERO, 3, Ecn::NotEct, false).0, AckAction::SendNow);
     }
+
+    #[test]
+    fn a_ce_mark_is_acked_at_once_and_echoed_on_every_ack_until_a_cwr_arrives() {
+        let mut rx = receiver_past_quickacks();
+        rx.ecn_ok = true;
+        let n = TCP_MAX_QUICKACKS as u64;
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ect0, false).0, AckAction::Delay(_)));
+        // CE: no delayed ACK (tcp_enter_quickack_mode), and ECE set.
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::Ce, false).0, AckAction::SendNow);
+        assert!(rx.make_ack().ece);
+        // Later ACKs keep echoing though their segments are not marked.
+        for seq in n + 2..n + 6 {
+            if rx.on_segment(SimTime::ZERO, seq, Ecn::Ect0, false).0 == AckAction::SendNow {
+                assert!(rx.make_ack().ece);
+            }
+        }
+        // The sender's CWR stops the echo and is ACKed at once.
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 6, Ecn::Ect0, true).0, AckAction::SendNow);
+        assert!(!rx.make_ack().ece);
+        assert_eq!(rx.ce_segments, 1);
+    }
+
+    #[test]
+    fn without_negotiated_ecn_a_ce_mark_is_counted_but_not_echoed() {
+        let mut rx = receiver_past_quickacks();
+        let n = TCP_MAX_QUICKACKS as u64;
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ce, false).0, AckAction::Delay(_)));
+        assert!(!rx.make_ack().ece);
+        assert_eq!(rx.ce_segments, 1);
+    }
 }

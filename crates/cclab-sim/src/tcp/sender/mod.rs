@@ -14,6 +14,8 @@
 //! the (paced or skb-sizing) pacing rate leave back to back; unpaced senders hold
 //! back a short first skb as `tcp_tso_should_defer` does (transmit.rs).
 
+#[cfg(test)]
+mod ecn_tests;
 mod recovery;
 mod timers;
 mod transmit;
