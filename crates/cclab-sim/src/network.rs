@@ -242,7 +242,9 @@ impl Bottleneck {
             // The FIFO would hand this packet out at max(now, last departure);
             // its own limit is the buffer's, already checked.
             self.book_departure(now.max(self.last_departure), pkt);
-            self.advance(now);
+            if self.last_departure <= now {
+                self.advance(now); // it left at once: never part of the backlog
+            }
         } else {
             let before = self.dropped.len();
             self.qdisc.enqueue(now, pkt, &mut self.rng, &mut self.dropped);

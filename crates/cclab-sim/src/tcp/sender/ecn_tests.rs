@@ -90,3 +90,29 @@ fn retransmissions_leave_not_ect_and_a_timeout_queues_a_cwr() {
     let first_new = out.iter().find(|t| !t.is_retransmission).expect("new data after the RTO");
     assert!(first_new.cwr);
 }
+
+#[test]
+fn bbr_enters_cwr_on_an_ece_but_its_own_cwnd_is_untouched() {
+    // tcp_bbr.c owns cwnd through cong_control and only reacts to Recovery and Loss
+    // (bbr_set_cwnd_to_recover_or_restore), so CWR changes nothing it sends.
+    let cc = FlowConfig::bulk(0, "bbr").cc_config().unwrap();
+    let sender = || {
+        let mut s = TcpSender::new(0, &cc, MSS, None, None, 1);
+        s.tcp.ecn_ok = true;
+        let (mut q, mut out) = (EventQueue::default(), Vec::new());
+        s.start(SimTime(20_000_000), SimDuration::from_millis(20), &mut q, &mut out);
+        (s, q)
+    };
+    let (mut plain, mut q1) = sender();
+    let (mut marked, mut q2) = sender();
+    let (mut out1, mut out2) = (Vec::new(), Vec::new());
+    for (i, cum) in [2u64, 4, 6, 8, 10].into_iter().enumerate() {
+        let now = SimTime(40_000_000 + i as u64 * 100_000);
+        plain.on_ack(now, &ack(cum, false), &mut q1, &mut out1);
+        marked.on_ack(now, &ack(cum, true), &mut q2, &mut out2);
+        assert_eq!(plain.tcp.snd_cwnd, marked.tcp.snd_cwnd, "ACK {cum}");
+    }
+    assert_eq!(marked.tcp.ca_state, CaState::Cwr);
+    assert_eq!(marked.tcp.delivered_ce, 10);
+    assert_eq!(out1.len(), out2.len());
+}
