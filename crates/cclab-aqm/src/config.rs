@@ -18,6 +18,10 @@ pub enum AqmConfig {
     /// Tail drop at the buffer limit (today's bottleneck).
     #[default]
     Fifo,
+    /// sch_codel (RFC 8289).
+    Codel(crate::codel::CodelConfig),
+    /// sch_fq_codel (RFC 8290).
+    FqCodel(crate::fq_codel::FqCodelConfig),
 }
 
 impl AqmConfig {
@@ -25,6 +29,27 @@ impl AqmConfig {
     pub fn name(&self) -> &'static str {
         match self {
             AqmConfig::Fifo => "fifo",
+            AqmConfig::Codel(_) => "codel",
+            AqmConfig::FqCodel(_) => "fq_codel",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resolved_json_names_select_each_aqm_and_reject_unknown_keys() {
+        let fq: AqmConfig = serde_json::from_str(
+            r#"{"kind":"fq_codel","target_ns":5000000,"interval_ns":100000000,"limit_packets":10240,"flows":1024,
+                "quantum_bytes":1514,"ecn":true,"ce_threshold_ns":null,"memory_limit_bytes":33554432,"drop_batch":64}"#,
+        )
+        .unwrap();
+        assert_eq!(fq, AqmConfig::FqCodel(crate::fq_codel::FqCodelConfig::default()));
+        let codel: AqmConfig = serde_json::from_str(r#"{"kind":"codel","ecn":true}"#).unwrap();
+        assert_eq!(codel.name(), "codel");
+        assert!(serde_json::from_str::<AqmConfig>(r#"{"kind":"codel","tagret_ns":1}"#).is_err());
+        assert_eq!(serde_json::from_str::<AqmConfig>(r#"{"kind":"fifo"}"#).unwrap(), AqmConfig::Fifo);
     }
 }

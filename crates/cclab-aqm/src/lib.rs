@@ -15,8 +15,10 @@
 //! tail drop before `enqueue`; each qdisc enforces its own tc `limit` the way
 //! its Linux code does (e.g. fq_codel drops from its fattest flow).
 
+pub mod codel;
 pub mod config;
 pub mod fifo;
+pub mod fq_codel;
 
 pub use config::{AqmConfig, QueueLimit};
 
@@ -103,12 +105,16 @@ pub trait Qdisc<P> {
 /// The one dispatch enum over every queue discipline (static dispatch).
 pub enum AnyQdisc<P> {
     Fifo(fifo::Fifo<P>),
+    Codel(codel::Codel<P>),
+    FqCodel(fq_codel::FqCodel<P>),
 }
 
 macro_rules! dispatch {
     ($self:ident, $q:ident => $body:expr) => {
         match $self {
             AnyQdisc::Fifo($q) => $body,
+            AnyQdisc::Codel($q) => $body,
+            AnyQdisc::FqCodel($q) => $body,
         }
     };
 }
@@ -137,6 +143,8 @@ impl AqmConfig {
     pub fn build<P>(&self, limit: QueueLimit, _rate_bps: u64) -> AnyQdisc<P> {
         match self {
             AqmConfig::Fifo => AnyQdisc::Fifo(fifo::Fifo::new(limit)),
+            AqmConfig::Codel(cfg) => AnyQdisc::Codel(codel::Codel::new(cfg)),
+            AqmConfig::FqCodel(cfg) => AnyQdisc::FqCodel(fq_codel::FqCodel::new(cfg)),
         }
     }
 }

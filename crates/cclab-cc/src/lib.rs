@@ -26,7 +26,7 @@ pub enum CaState {
     Open,
     /// SACKed or duplicate-ACKed data seen, no loss marked yet.
     Disorder,
-    /// cwnd reduced for ECN or local congestion (unused: no ECN here).
+    /// cwnd reduced for an ECN echo (`tcp_enter_cwr`), once per window.
     Cwr,
     /// Fast recovery after loss detected by SACK/RACK.
     Recovery,
@@ -84,6 +84,10 @@ pub struct TcpState {
     pub delivered_time: SimTime,
     /// `tp->lost`: packets ever marked lost.
     pub lost: u64,
+    /// `tp->delivered_ce`: packets delivered by ACKs carrying ECE (`tcp_count_delivered`).
+    pub delivered_ce: u64,
+    /// `tp->ecn_flags & TCP_ECN_OK`: both ends negotiated ECN (RFC 3168).
+    pub ecn_ok: bool,
     /// `tp->app_limited`: 0, or the `delivered` count that ends the current
     /// app-limited period (`tcp_rate_check_app_limited`; BBR sets it on
     /// entering PROBE_RTT).
@@ -119,6 +123,8 @@ impl TcpState {
             delivered: 0,
             delivered_time: SimTime::ZERO,
             lost: 0,
+            delivered_ce: 0,
+            ecn_ok: false,
             app_limited: 0,
             pacing_rate_bytes_per_sec: u64::MAX,
             next_send_time: SimTime::ZERO,

@@ -2,6 +2,7 @@
 //! Python validates the user's spec and resolves every unit into these integers.
 
 use cclab_cc::{bbr::BbrConfig, cubic::CubicConfig, CcConfig};
+use cclab_aqm::AqmConfig;
 use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -36,9 +37,9 @@ pub struct BottleneckConfig {
     /// Bernoulli loss on the data path before the queue.
     #[serde(default)]
     pub loss_probability: f64,
-    /// The queue discipline in front of the shaper; tail drop unless set.
+    /// The queue discipline the shaper pulls from (default: tail-drop FIFO).
     #[serde(default)]
-    pub aqm: cclab_aqm::AqmConfig,
+    pub aqm: AqmConfig,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -56,7 +57,7 @@ pub struct FlowConfig {
     pub extra_rtt_ns: u64,
     #[serde(default)]
     pub rwnd_bytes: Option<u64>,
-    /// The sender negotiates ECN (net.ipv4.tcp_ecn = 1).
+    /// Negotiate ECN (net.ipv4.tcp_ecn=1 at both ends, RFC 3168).
     #[serde(default)]
     pub ecn: bool,
 }
@@ -89,14 +90,7 @@ impl SimConfig {
         SimConfig {
             seed: 1,
             duration_ns,
-            bottleneck: BottleneckConfig {
-                rate_bps,
-                rtt_ns,
-                queue_limit_bytes: Some(queue_limit_bytes),
-                queue_limit_packets: None,
-                loss_probability,
-                aqm: cclab_aqm::AqmConfig::Fifo,
-            },
+            bottleneck: BottleneckConfig { rate_bps, rtt_ns, queue_limit_bytes: Some(queue_limit_bytes), queue_limit_packets: None, loss_probability, aqm: AqmConfig::Fifo },
             flows,
             flow_sample_interval_ns: default_flow_sample_interval_ns(),
             queue_sample_interval_ns: default_queue_sample_interval_ns(),
@@ -137,10 +131,6 @@ impl SimConfig {
                 if !(g > 1.0) {
                     return Err(format!("flows[{}].probe_bw_gain: must be > 1, got {g}", f.flow_id));
                 }
-            }
-            if f.ecn {
-                // ECN arrives with the AQMs that mark; until then refuse rather than ignore it.
-                return Err(format!("flows[{}].ecn: the simulator does not negotiate ECN yet", f.flow_id));
             }
             if f.size_bytes == Some(0) {
                 return Err(format!("flows[{}].size_bytes: must be > 0", f.flow_id));

@@ -32,6 +32,8 @@ pub enum Event {
     /// The handshake completed: the sender may send data.
     FlowEstablished(u32),
     Timer(u32, TimerKind),
+    /// The bottleneck's link is free and its qdisc holds packets: dequeue the next.
+    BottleneckDequeue,
     FlowSample,
     QueueSample,
 }

@@ -14,6 +14,7 @@ pub mod result;
 pub mod sim;
 pub mod tcp;
 
+pub use cclab_aqm as aqm;
 pub use cclab_cc as cc;
 pub use config::SimConfig;
 pub use result::SimResult;
@@ -26,7 +27,9 @@ pub use sim::Simulation;
 /// that drains the socket); paced senders emit GSO-sized bursts.
 /// 4: ... only while deliveries per RTT reach new highs (receive-buffer autotuning).
 /// 5: unpaced senders build GSO skbs and defer a short first one (tcp_tso_should_defer).
-pub const MODEL_VERSION: u32 = 5;
+/// 6: the bottleneck pulls from a `cclab_aqm` qdisc (CoDel, fq_codel) and TCP speaks
+/// ECN; FIFO runs are unchanged, but results gain the AQM/ECN/sojourn metrics.
+pub const MODEL_VERSION: u32 = 6;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

@@ -24,6 +24,8 @@ pub struct QueueSeries {
     pub time_s: Vec<f64>,
     pub queue_bytes: Vec<u64>,
     pub drops: Vec<u64>,
+    /// Packets the AQM set to CE in the interval.
+    pub ce_marks: Vec<u64>,
     pub utilization: Vec<f64>,
 }
 

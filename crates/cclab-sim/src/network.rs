@@ -1,5 +1,9 @@
-//! The dumbbell's links: constant-delay FIFO pipes and the tbf-like bottleneck.
+//! The dumbbell's links: constant-delay FIFO pipes and the tbf-like bottleneck
+//! pulling from a `cclab_aqm` queue discipline.
 
+use crate::sim::DataPacket;
+use cclab_aqm::{AnyQdisc, DropReason, Dropped, Packet, Qdisc, QueueLimit};
+use cclab_cc::rng::SimRng;
 use cclab_cc::{Bandwidth, SimDuration, SimTime};
 use std::collections::VecDeque;
 
@@ -45,22 +49,29 @@ impl<T> Pipe<T> {
     }
 }
 
-/// How the bottleneck queue is limited, like `bfifo limit` / `tbf limit` (bytes)
-/// or `pfifo limit` (packets).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QueueLimit {
-    Bytes(u64),
-    Packets(u64),
-}
-
 /// `tbf burst` as the kernel engine sets it: max(10 MTU-sized frames, 250 us at
 /// the rate) (shared/kernel-testbed-notes.md: smaller bursts cannot reach the rate).
 pub const TBF_MIN_BURST_FRAMES: u64 = 10;
 pub const TBF_BURST_TIME: SimDuration = SimDuration::from_micros(250);
 
-/// The bottleneck: a drop-tail queue drained by a token bucket, as tc tbf
-/// does on the router's egress. Departure times are computed on arrival
-/// (the queue is FIFO and the rate constant), so the queue costs no events.
+/// The bottleneck: a tbf-like token bucket on the router's egress pulling
+/// from a queue discipline, as `tc qdisc add ... tbf` with a child qdisc does.
+///
+/// Like tbf_dequeue, the shaper takes the qdisc's head packet as soon as the
+/// previous one has left (the qdisc decides then: CoDel's drops and marks act
+/// at that instant) and holds it until the bucket has its tokens; it leaves at
+/// that departure time, which no later arrival can change. So a departure is
+/// known when the packet is dequeued; events are needed only when the link
+/// frees with packets waiting (`next_dequeue`).
+///
+/// The scenario's buffer is the hard limit: an arrival that would exceed it is
+/// tail-dropped before `Qdisc::enqueue`. The held packet counts in the backlog
+/// (tbf's peeked skb stays in its child's qlen).
+///
+/// A FIFO's head never changes once queued and its dequeue reads no clock, so
+/// for it the shaper books each packet at arrival with the departure it would
+/// get when dequeued at max(arrival, previous departure): the same result,
+/// without an event or a queue round trip per packet.
 pub struct Bottleneck {
     rate: Bandwidth,
     limit: QueueLimit,
@@ -69,17 +80,28 @@ pub struct Bottleneck {
     /// Tokens left after the last departure, as transmit time.
     credit_ns: u64,
     last_departure: SimTime,
-    /// Packets not yet dequeued: (departure time, frame bytes).
-    queued: VecDeque<(SimTime, u32)>,
-    backlog_bytes: u64,
+    qdisc: AnyQdisc<DataPacket>,
+    rng: SimRng,
+    /// Packets dequeued and waiting for their tokens: (departure, frame bytes).
+    /// At most one unless `eager`.
+    held: VecDeque<(SimTime, u32)>,
+    held_bytes: u64,
+    /// Dequeue at arrival (FIFO: see above).
+    eager: bool,
+    /// Packets that left the qdisc since the caller last drained them, with their departure.
+    pub departed: Vec<(SimTime, DataPacket)>,
+    /// Packets discarded since the caller last drained them (buffer, qdisc limit, AQM).
+    pub dropped: Vec<Dropped<DataPacket>>,
     /// Counters since the start of the run.
-    pub drops: u64,
+    pub overflow_drops: u64,
+    pub aqm_drops: u64,
     pub dequeued_bytes: u64,
     pub max_backlog_bytes: u64,
+    pub sojourn: SojournHistogram,
 }
 
 impl Bottleneck {
-    pub fn new(rate: Bandwidth, limit: QueueLimit, mtu_frame_bytes: u64) -> Self {
+    pub fn new(rate: Bandwidth, limit: QueueLimit, mtu_frame_bytes: u64, qdisc: AnyQdisc<DataPacket>, rng: SimRng) -> Self {
         let burst_bytes = (TBF_MIN_BURST_FRAMES * mtu_frame_bytes)
             .max(rate.bits_per_sec / 8 * TBF_BURST_TIME.as_nanos() / 1_000_000_000);
         let burst_ns = rate.transmit_time(burst_bytes).as_nanos();
@@ -89,52 +111,90 @@ impl Bottleneck {
             burst_ns,
             credit_ns: burst_ns,
             last_departure: SimTime::ZERO,
-            queued: VecDeque::new(),
-            backlog_bytes: 0,
-            drops: 0,
+            eager: matches!(qdisc, AnyQdisc::Fifo(_)),
+            qdisc,
+            rng,
+            held: VecDeque::new(),
+            held_bytes: 0,
+            departed: Vec::new(),
+            dropped: Vec::new(),
+            overflow_drops: 0,
+            aqm_drops: 0,
             dequeued_bytes: 0,
             max_backlog_bytes: 0,
+            sojourn: SojournHistogram::default(),
         }
     }
 
-    /// Removes packets whose departure time has come.
-    fn dequeue_until(&mut self, now: SimTime) {
-        while let Some(&(departure, bytes)) = self.queued.front() {
-            if departure > now {
-                break;
+    /// Every packet the bottleneck discarded: buffer and qdisc overflow, and AQM.
+    pub fn drops(&self) -> u64 {
+        self.overflow_drops + self.aqm_drops
+    }
+
+    /// Packets the qdisc set to CE.
+    pub fn ce_marks(&self) -> u64 {
+        self.qdisc.stats().ce_marks
+    }
+
+    /// Runs the link up to `now`: each time the held packet leaves, the next
+    /// one is dequeued at that instant. Call before looking at the queue.
+    pub fn advance(&mut self, now: SimTime) {
+        if self.eager {
+            // Every packet is already booked; only the backlog shrinks.
+            while let Some(&(departure, bytes)) = self.held.front() {
+                if departure > now {
+                    return;
+                }
+                self.held.pop_front();
+                self.held_bytes -= bytes as u64;
+                self.dequeued_bytes += bytes as u64;
             }
-            self.queued.pop_front();
-            self.backlog_bytes -= bytes as u64;
-            self.dequeued_bytes += bytes as u64;
+            return;
+        }
+        loop {
+            let free_at = match self.held.front() {
+                Some(&(departure, bytes)) if departure <= now => {
+                    self.held.pop_front();
+                    self.held_bytes -= bytes as u64;
+                    self.dequeued_bytes += bytes as u64;
+                    departure
+                }
+                Some(_) => return,
+                None => now,
+            };
+            if !self.held.is_empty() || !self.start_next(free_at) {
+                return;
+            }
         }
     }
 
-    /// Backlog at `now`, in frame bytes.
-    pub fn backlog_bytes(&mut self, now: SimTime) -> u64 {
-        self.dequeue_until(now);
-        self.backlog_bytes
-    }
-
-    pub fn backlog_packets(&mut self, now: SimTime) -> usize {
-        self.dequeue_until(now);
-        self.queued.len()
-    }
-
-    /// A frame of `frame_bytes` arrives at `now`. Returns its departure time,
-    /// or `None` if the queue is full (tail drop).
-    pub fn enqueue(&mut self, now: SimTime, frame_bytes: u32) -> Option<SimTime> {
-        self.dequeue_until(now);
-        let full = match self.limit {
-            QueueLimit::Bytes(limit) => self.backlog_bytes + frame_bytes as u64 > limit,
-            QueueLimit::Packets(limit) => self.queued.len() as u64 >= limit,
-        };
-        if full {
-            self.drops += 1;
-            return None;
+    /// When the link frees with packets waiting: the time of the next dequeue.
+    pub fn next_dequeue(&self) -> Option<SimTime> {
+        match self.held.back() {
+            Some(&(departure, _)) if self.qdisc.backlog_packets() > 0 => Some(departure),
+            _ => None,
         }
+    }
+
+    /// Dequeues the qdisc's next packet at `t` (the link is free) and books its
+    /// departure on the token bucket. False when the qdisc had nothing to send.
+    fn start_next(&mut self, t: SimTime) -> bool {
+        let before = self.dropped.len();
+        let pkt = self.qdisc.dequeue(t, &mut self.rng, &mut self.dropped);
+        self.count_drops(before);
+        let Some(pkt) = pkt else { return false };
+        self.book_departure(t, pkt);
+        true
+    }
+
+    /// Books the departure of `pkt`, dequeued at `t`, on the token bucket.
+    #[inline]
+    fn book_departure(&mut self, t: SimTime, pkt: Packet<DataPacket>) {
+        self.sojourn.record(t.saturating_since(pkt.meta.enqueue_time));
         // Token bucket: tokens refill at the rate up to the burst; a frame
         // leaves once the bucket holds its size.
-        let start = now.max(self.last_departure);
+        let frame_bytes = pkt.meta.len_bytes;
+        let start = t.max(self.last_departure);
         let credit = (self.credit_ns + (start - self.last_departure).as_nanos()).min(self.burst_ns);
         let cost = self.rate.transmit_time(frame_bytes as u64).as_nanos();
         let departure = if credit >= cost {
@@ -145,15 +205,64 @@ impl Bottleneck {
             start + SimDuration(cost - credit)
         };
         self.last_departure = departure;
-        if departure <= now {
-            // Left at once: never part of the backlog.
-            self.dequeued_bytes += frame_bytes as u64;
-        } else {
-            self.queued.push_back((departure, frame_bytes));
-            self.backlog_bytes += frame_bytes as u64;
-            self.max_backlog_bytes = self.max_backlog_bytes.max(self.backlog_bytes);
+        self.held.push_back((departure, frame_bytes));
+        self.held_bytes += frame_bytes as u64;
+        let mut data = pkt.inner;
+        data.ecn = pkt.meta.ecn;
+        self.departed.push((departure, data));
+    }
+
+    /// Backlog at `now` (qdisc plus the packet waiting for tokens), in frame bytes.
+    pub fn backlog_bytes(&mut self, now: SimTime) -> u64 {
+        self.advance(now);
+        self.qdisc.backlog_bytes() + self.held_bytes
+    }
+
+    pub fn backlog_packets(&mut self, now: SimTime) -> usize {
+        self.advance(now);
+        self.qdisc.backlog_packets() + self.held.len()
+    }
+
+    /// A frame arrives at `now`. It is tail-dropped if it would pass the
+    /// buffer, else handed to the qdisc; what leaves or is discarded as a
+    /// result goes to `departed` and `dropped`.
+    pub fn enqueue(&mut self, now: SimTime, pkt: Packet<DataPacket>) {
+        let frame_bytes = pkt.meta.len_bytes;
+        self.advance(now);
+        let full = match self.limit {
+            QueueLimit::Bytes(limit) => self.qdisc.backlog_bytes() + self.held_bytes + frame_bytes as u64 > limit,
+            QueueLimit::Packets(limit) => (self.qdisc.backlog_packets() + self.held.len()) as u64 >= limit,
+        };
+        if full {
+            self.overflow_drops += 1;
+            self.dropped.push(Dropped { packet: pkt, reason: DropReason::Overflow });
+            return;
         }
-        Some(departure)
+        if self.eager {
+            // The FIFO would hand this packet out at max(now, last departure);
+            // its own limit is the buffer's, already checked.
+            self.book_departure(now.max(self.last_departure), pkt);
+            if self.last_departure <= now {
+                self.advance(now); // it left at once: never part of the backlog
+            }
+        } else {
+            let before = self.dropped.len();
+            self.qdisc.enqueue(now, pkt, &mut self.rng, &mut self.dropped);
+            self.count_drops(before);
+            if self.held.is_empty() {
+                self.advance(now);
+            }
+        }
+        self.max_backlog_bytes = self.max_backlog_bytes.max(self.qdisc.backlog_bytes() + self.held_bytes);
+    }
+
+    /// Counts the qdisc's drops pushed after index `before` of `dropped`.
+    fn count_drops(&mut self, before: usize) {
+        if self.dropped.len() > before {
+            let aqm = self.dropped[before..].iter().filter(|d| d.reason == DropReason::Aqm).count() as u64;
+            self.aqm_drops += aqm;
+            self.overflow_drops += (self.dropped.len() - before) as u64 - aqm;
+        }
     }
 
     pub fn rate(&self) -> Bandwidth {
@@ -161,20 +270,104 @@ impl Bottleneck {
     }
 }
 
+/// Sojourn times (dequeue - enqueue) in a histogram, so percentiles cost
+/// bounded memory: 10 us bins up to 1 s, then 1 ms bins up to 100 s (longer
+/// sojourns land in the last bin). A percentile reads as its bin's midpoint.
+#[derive(Default)]
+pub struct SojournHistogram {
+    fine: Vec<u64>,
+    coarse: Vec<u64>,
+    count: u64,
+    sum_ns: u128,
+}
+
+const FINE_BIN_NS: u64 = 10_000;
+const FINE_LIMIT_NS: u64 = 1_000_000_000;
+const COARSE_BIN_NS: u64 = 1_000_000;
+const COARSE_LIMIT_NS: u64 = 100_000_000_000;
+
+impl SojournHistogram {
+    #[inline]
+    pub fn record(&mut self, d: SimDuration) {
+        let ns = d.as_nanos();
+        let (bins, idx) = if ns < FINE_LIMIT_NS {
+            (&mut self.fine, (ns / FINE_BIN_NS) as usize)
+        } else {
+            (&mut self.coarse, ((ns.min(COARSE_LIMIT_NS - 1) - FINE_LIMIT_NS) / COARSE_BIN_NS) as usize)
+        };
+        if bins.len() <= idx {
+            bins.resize(idx + 1, 0);
+        }
+        bins[idx] += 1;
+        self.count += 1;
+        self.sum_ns += ns as u128;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub fn mean_ms(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum_ns as f64 / self.count as f64 / 1e6)
+    }
+
+    /// Nearest-rank percentile (`q` in [0, 1]), in ms.
+    pub fn percentile_ms(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
+        let mut seen = 0;
+        for (i, &n) in self.fine.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some((i as u64 * FINE_BIN_NS + FINE_BIN_NS / 2) as f64 / 1e6);
+            }
+        }
+        for (i, &n) in self.coarse.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some((FINE_LIMIT_NS + i as u64 * COARSE_BIN_NS + COARSE_BIN_NS / 2) as f64 / 1e6);
+            }
+        }
+        unreachable!("rank <= count")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cclab_aqm::{AqmConfig, Ecn, PacketMeta};
 
     const FRAME: u32 = 1514;
+
+    fn fifo(rate: Bandwidth, limit: QueueLimit) -> Bottleneck {
+        Bottleneck::new(rate, limit, FRAME as u64, AqmConfig::Fifo.build(limit, rate.bits_per_sec), SimRng::new(1))
+    }
+
+    fn frame(seq: u64) -> Packet<DataPacket> {
+        let inner = DataPacket { flow: 0, payload_bytes: FRAME - crate::FRAME_OVERHEAD_BYTES, seq, ecn: Ecn::NotEct, cwr: false };
+        Packet { meta: PacketMeta { len_bytes: FRAME, flow_hash: 0, src_host_hash: 0, dst_host_hash: 0, ecn: Ecn::NotEct, enqueue_time: SimTime::ZERO }, inner }
+    }
+
+    /// Runs the shaper's dequeues up to `until`, as the simulator's events would.
+    fn drain(b: &mut Bottleneck, until: SimTime) -> Vec<SimTime> {
+        while let Some(t) = b.next_dequeue().filter(|t| *t <= until) {
+            b.advance(t);
+        }
+        b.departed.drain(..).map(|(t, _)| t).collect()
+    }
 
     #[test]
     fn a_backlogged_queue_drains_at_the_line_rate() {
         let rate = Bandwidth::from_mbps(100);
-        let mut b = Bottleneck::new(rate, QueueLimit::Bytes(1_000_000), FRAME as u64);
-        let mut last = SimTime::ZERO;
-        for _ in 0..500 {
-            last = b.enqueue(SimTime::ZERO, FRAME).unwrap();
+        let mut b = fifo(rate, QueueLimit::Bytes(1_000_000));
+        for i in 0..500 {
+            b.enqueue(SimTime::ZERO, frame(i));
         }
+        let departures = drain(&mut b, SimTime(u64::MAX));
+        assert_eq!(departures.len(), 500);
+        let last = *departures.last().unwrap();
         // The burst leaves at once; the rest at the rate.
         let burst_frames = b.burst_ns / rate.transmit_time(FRAME as u64).as_nanos();
         let expected = rate.transmit_time(FRAME as u64).as_nanos() * (500 - burst_frames);
@@ -185,24 +378,23 @@ mod tests {
     #[test]
     fn a_full_byte_limited_queue_drops_the_arrival() {
         let rate = Bandwidth::from_mbps(10);
-        let mut b = Bottleneck::new(rate, QueueLimit::Bytes(3 * FRAME as u64), FRAME as u64);
+        let mut b = fifo(rate, QueueLimit::Bytes(3 * FRAME as u64));
         // Exhaust the burst first so frames actually queue.
-        let mut accepted = 0;
-        for _ in 0..100 {
-            if b.enqueue(SimTime::ZERO, FRAME).is_some() {
-                accepted += 1;
-            }
+        for i in 0..100 {
+            b.enqueue(SimTime::ZERO, frame(i));
         }
+        let accepted = b.departed.len() as u64 + b.qdisc.backlog_packets() as u64;
         assert!(b.backlog_bytes(SimTime::ZERO) <= 3 * FRAME as u64);
-        assert_eq!(b.drops, 100 - accepted);
+        assert_eq!(b.drops(), 100 - accepted);
+        assert_eq!(b.overflow_drops, b.drops());
         assert_eq!(b.max_backlog_bytes, 3 * FRAME as u64);
     }
 
     #[test]
     fn a_packet_limited_queue_holds_at_most_its_limit() {
-        let mut b = Bottleneck::new(Bandwidth::from_mbps(10), QueueLimit::Packets(5), FRAME as u64);
-        for _ in 0..50 {
-            b.enqueue(SimTime::ZERO, FRAME);
+        let mut b = fifo(Bandwidth::from_mbps(10), QueueLimit::Packets(5));
+        for i in 0..50 {
+            b.enqueue(SimTime::ZERO, frame(i));
         }
         assert_eq!(b.backlog_packets(SimTime::ZERO), 5);
     }
@@ -210,14 +402,39 @@ mod tests {
     #[test]
     fn after_idle_the_bucket_refills_to_the_burst_only() {
         let rate = Bandwidth::from_mbps(100);
-        let mut b = Bottleneck::new(rate, QueueLimit::Bytes(10_000_000), FRAME as u64);
+        let mut b = fifo(rate, QueueLimit::Bytes(10_000_000));
         let later = SimTime::ZERO + SimDuration::from_secs(10);
-        let mut instant = 0;
-        for _ in 0..100 {
-            if b.enqueue(later, FRAME) == Some(later) {
-                instant += 1;
-            }
+        for i in 0..100 {
+            b.enqueue(later, frame(i));
         }
+        let instant = drain(&mut b, SimTime(u64::MAX)).iter().filter(|t| **t == later).count();
         assert_eq!(instant as u64, b.burst_ns / rate.transmit_time(FRAME as u64).as_nanos());
+    }
+
+    #[test]
+    fn each_packet_is_dequeued_when_the_one_before_it_leaves() {
+        let rate = Bandwidth::from_mbps(10);
+        let mut b = fifo(rate, QueueLimit::Bytes(1_000_000));
+        for i in 0..200 {
+            b.enqueue(SimTime::ZERO, frame(i));
+        }
+        drain(&mut b, SimTime(u64::MAX));
+        // Packet k waits for the k-1 before it minus the burst: sojourns spread
+        // evenly from 0 to ~190 frame times (1.2 ms each at 10 Mbit/s).
+        let frame_ms = rate.transmit_time(FRAME as u64).as_nanos() as f64 / 1e6;
+        let p50 = b.sojourn.percentile_ms(0.5).unwrap();
+        assert!((p50 / frame_ms - 90.0).abs() < 6.0, "p50 {p50} ms = {} frames", p50 / frame_ms);
+        assert_eq!(b.sojourn.count(), 200);
+    }
+
+    #[test]
+    fn the_sojourn_histogram_reports_nearest_rank_bins() {
+        let mut h = SojournHistogram::default();
+        for us in 1..=100u64 {
+            h.record(SimDuration::from_micros(us * 100));
+        }
+        h.record(SimDuration::from_secs(2));
+        assert!((h.percentile_ms(0.5).unwrap() - 5.105).abs() < 1e-9);
+        assert!((h.percentile_ms(1.0).unwrap() - 2000.5).abs() < 1e-9);
     }
 }

@@ -9,10 +9,11 @@
 use crate::config::SimConfig;
 use crate::event::{Event, EventQueue, LazyTimer, PipeId, TimerKind};
 use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
-use crate::network::{Bottleneck, Pipe, QueueLimit};
+use crate::network::{Bottleneck, Pipe};
 use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
 use crate::tcp::sender::{TcpSender, Transmission};
 use crate::{FRAME_OVERHEAD_BYTES, FULL_FRAME_BYTES, MSS_BYTES};
+use cclab_aqm::{DropReason, Ecn, Packet, PacketMeta, QueueLimit};
 use cclab_cc::rng::SimRng;
 use cclab_cc::{Bandwidth, CongestionControl, SimDuration, SimTime};
 
@@ -20,12 +21,29 @@ use cclab_cc::{Bandwidth, CongestionControl, SimDuration, SimTime};
 /// hosts), and never the bottleneck.
 pub const MIN_ACCESS_RATE: Bandwidth = Bandwidth::from_mbps(10_000);
 pub const ACCESS_RATE_FACTOR: u64 = 10;
+/// The qdisc's random stream (RED, PIE), apart from the loss and CC streams.
+const QDISC_RNG_STREAM: u64 = 1 << 32;
+
+/// The flow's `skb_get_hash`: its id through a fixed mixer (MurmurHash3's
+/// fmix32 finaliser), so hashed queues collide as rarely as for real 5-tuples.
+pub fn flow_hash(flow_id: u32) -> u32 {
+    let mut h = flow_id.wrapping_add(0x9E37_79B9);
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85EB_CA6B);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xC2B2_AE35);
+    h ^ (h >> 16)
+}
 
 #[derive(Clone, Copy, Debug)]
 pub struct DataPacket {
     pub flow: u32,
     pub payload_bytes: u32,
     pub seq: u64,
+    /// The IP header's ECN field: ECT(0) from an ECN sender, CE once an AQM marked it.
+    pub ecn: Ecn,
+    /// The TCP header's CWR flag.
+    pub cwr: bool,
 }
 
 impl DataPacket {
@@ -48,7 +66,13 @@ pub struct Flow {
     syn_rtt: SimDuration,
     delayed_ack: LazyTimer,
     compressed_ack: LazyTimer,
+    /// Hash of the flow's 5-tuple, as `skb_get_hash` gives the qdisc.
+    flow_hash: u32,
+    /// Packets in the bottleneck's qdisc (not yet dequeued).
+    in_bottleneck: u64,
+    /// Every bottleneck drop of this flow (overflow and AQM), and the AQM's alone.
     pub queue_drops: u64,
+    pub aqm_drops: u64,
     pub random_losses: u64,
     pub completion: Option<SimTime>,
     sampled_delivered_bytes: u64,
@@ -74,6 +98,8 @@ pub struct Simulation {
     loss_rng: SimRng,
     loss_probability: f64,
     pub bottleneck: Bottleneck,
+    /// When the pending bottleneck dequeue event is due.
+    dequeue_at: Option<SimTime>,
     access_rate: Bandwidth,
     egress: Pipe<DataPacket>,
     egress_prop: SimDuration,
@@ -82,6 +108,7 @@ pub struct Simulation {
     pub queue_series: QueueSeries,
     pub data_packets: u64,
     sampled_drops: u64,
+    sampled_ce_marks: u64,
     sampled_dequeued_bytes: u64,
     last_queue_sample: SimTime,
     scratch: Vec<Transmission>,
@@ -104,16 +131,21 @@ impl Simulation {
         };
         let mut root_rng = SimRng::new(config.seed);
         let loss_rng = root_rng.fork(0);
+        let qdisc = b.aqm.build(limit, b.rate_bps);
         let half_rtt = SimDuration(b.rtt_ns / 2);
         let mut flows = Vec::with_capacity(config.flows.len());
         for f in &config.flows {
             let cc_seed = root_rng.fork(1 + f.flow_id as u64).next_u64();
-            let sender = TcpSender::new(f.flow_id, &f.cc_config()?, MSS_BYTES, f.size_bytes, f.rwnd_bytes, cc_seed);
+            let mut sender = TcpSender::new(f.flow_id, &f.cc_config()?, MSS_BYTES, f.size_bytes, f.rwnd_bytes, cc_seed);
+            // Both ends run net.ipv4.tcp_ecn=1 when the flow asks for ECN: the SYN's
+            // ECE|CWR is answered by a SYN-ACK with ECE, so ECN is on (tcp_ecn_rcv_synack).
+            sender.tcp.ecn_ok = f.ecn;
+            let mut receiver = TcpReceiver::new(SimDuration(b.rtt_ns + f.extra_rtt_ns));
+            receiver.ecn_ok = f.ecn;
             let extra_half = SimDuration(f.extra_rtt_ns / 2);
-            let base_rtt = SimDuration(b.rtt_ns + f.extra_rtt_ns);
             flows.push(Flow {
                 sender,
-                receiver: TcpReceiver::new(base_rtt),
+                receiver,
                 access: Pipe::default(),
                 acks: Pipe::default(),
                 access_free_at: SimTime::ZERO,
@@ -124,7 +156,10 @@ impl Simulation {
                 syn_rtt: SimDuration::ZERO,
                 delayed_ack: LazyTimer::default(),
                 compressed_ack: LazyTimer::default(),
+                flow_hash: flow_hash(f.flow_id),
+                in_bottleneck: 0,
                 queue_drops: 0,
+                aqm_drops: 0,
                 random_losses: 0,
                 completion: None,
                 sampled_delivered_bytes: 0,
@@ -137,13 +172,16 @@ impl Simulation {
         }
         queue.schedule(SimTime(config.flow_sample_interval_ns), Event::FlowSample);
         queue.schedule(SimTime(config.queue_sample_interval_ns), Event::QueueSample);
+        // Forked after every flow's, so adding the qdisc's stream moved no other.
+        let qdisc_rng = root_rng.fork(QDISC_RNG_STREAM);
         Ok(Simulation {
             end_time: SimTime(config.duration_ns),
             now: SimTime::ZERO,
             queue,
             loss_rng,
             loss_probability: b.loss_probability,
-            bottleneck: Bottleneck::new(rate, limit, FULL_FRAME_BYTES as u64),
+            bottleneck: Bottleneck::new(rate, limit, FULL_FRAME_BYTES as u64, qdisc, qdisc_rng),
+            dequeue_at: None,
             access_rate: Bandwidth::from_bps((rate.bits_per_sec * ACCESS_RATE_FACTOR).max(MIN_ACCESS_RATE.bits_per_sec)),
             egress: Pipe::default(),
             egress_prop: half_rtt,
@@ -152,6 +190,7 @@ impl Simulation {
             queue_series: QueueSeries::default(),
             data_packets: 0,
             sampled_drops: 0,
+            sampled_ce_marks: 0,
             sampled_dequeued_bytes: 0,
             last_queue_sample: SimTime::ZERO,
             scratch: Vec::new(),
@@ -212,6 +251,7 @@ impl Simulation {
                 // The SYN crosses the bottleneck queue (it waits behind the backlog; its
                 // own size and loss are ignored) and the SYN-ACK returns uncongested.
                 let queueing = self.bottleneck.rate().transmit_time(self.bottleneck.backlog_bytes(now));
+                self.drain_bottleneck();
                 let flow = &mut self.flows[i as usize];
                 flow.started = true;
                 let syn_rtt = flow.access_prop + queueing + self.egress_prop + flow.ack_prop;
@@ -275,6 +315,13 @@ impl Simulation {
                     }
                 }
             },
+            Event::BottleneckDequeue => {
+                if self.dequeue_at == Some(now) {
+                    self.dequeue_at = None;
+                    self.bottleneck.advance(now);
+                    self.drain_bottleneck();
+                }
+            }
             Event::FlowSample => {
                 self.sample_flows();
                 self.queue.schedule(now + SimDuration(self.config.flow_sample_interval_ns), Event::FlowSample);
@@ -291,7 +338,7 @@ impl Simulation {
         let now = self.now;
         let flow = &mut self.flows[flow_idx as usize];
         for tx in out.drain(..) {
-            let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq };
+            let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq, ecn: tx.ecn, cwr: tx.cwr };
             let departure = now.max(flow.access_free_at) + self.access_rate.transmit_time(pkt.frame_bytes() as u64);
             flow.access_free_at = departure;
             if flow.access.push(departure + flow.access_prop, pkt) {
@@ -307,13 +354,42 @@ impl Simulation {
             flow.random_losses += 1;
             return;
         }
-        match self.bottleneck.enqueue(self.now, pkt.frame_bytes()) {
-            None => flow.queue_drops += 1,
-            Some(departure) => {
-                let arrival = departure + self.egress_prop;
-                if self.egress.push(arrival, pkt) {
-                    self.queue.schedule(arrival, Event::PipeHead(PipeId::Egress));
-                }
+        flow.in_bottleneck += 1;
+        let meta = PacketMeta {
+            len_bytes: pkt.frame_bytes(),
+            flow_hash: flow.flow_hash,
+            // One sender host and one receiver host per flow (CAKE's host isolation).
+            src_host_hash: flow.flow_hash,
+            dst_host_hash: flow.flow_hash,
+            ecn: pkt.ecn,
+            enqueue_time: self.now,
+        };
+        self.bottleneck.enqueue(self.now, Packet { meta, inner: pkt });
+        self.drain_bottleneck();
+    }
+
+    /// Moves what left the bottleneck onto the egress link, counts what it
+    /// dropped, and keeps one dequeue event pending while packets wait.
+    fn drain_bottleneck(&mut self) {
+        for (departure, pkt) in self.bottleneck.departed.drain(..) {
+            self.flows[pkt.flow as usize].in_bottleneck -= 1;
+            let arrival = departure + self.egress_prop;
+            if self.egress.push(arrival, pkt) {
+                self.queue.schedule(arrival, Event::PipeHead(PipeId::Egress));
+            }
+        }
+        for d in self.bottleneck.dropped.drain(..) {
+            let flow = &mut self.flows[d.packet.inner.flow as usize];
+            flow.in_bottleneck -= 1;
+            flow.queue_drops += 1;
+            if d.reason == DropReason::Aqm {
+                flow.aqm_drops += 1;
+            }
+        }
+        if let Some(t) = self.bottleneck.next_dequeue() {
+            if self.dequeue_at != Some(t) {
+                self.dequeue_at = Some(t);
+                self.queue.schedule(t, Event::BottleneckDequeue);
             }
         }
     }
@@ -322,7 +398,7 @@ impl Simulation {
         let now = self.now;
         let i = pkt.flow;
         let flow = &mut self.flows[i as usize];
-        let (action, _, flushed) = flow.receiver.on_segment(now, pkt.seq);
+        let (action, _, flushed) = flow.receiver.on_segment(now, pkt.seq, pkt.ecn, pkt.cwr);
         if let Some(ack) = flushed {
             Self::put_ack(&mut self.queue, flow, i, now, ack);
         }
@@ -392,6 +468,7 @@ impl Simulation {
     fn sample_queue(&mut self) {
         let now = self.now;
         let backlog = self.bottleneck.backlog_bytes(now);
+        self.drain_bottleneck();
         let elapsed_s = now.saturating_since(self.last_queue_sample).as_secs_f64();
         if elapsed_s <= 0.0 {
             return;
@@ -400,9 +477,11 @@ impl Simulation {
         let qs = &mut self.queue_series;
         qs.time_s.push(now.as_nanos() as f64 / 1e9);
         qs.queue_bytes.push(backlog);
-        qs.drops.push(self.bottleneck.drops - self.sampled_drops);
+        qs.drops.push(self.bottleneck.drops() - self.sampled_drops);
+        qs.ce_marks.push(self.bottleneck.ce_marks() - self.sampled_ce_marks);
         qs.utilization.push(dequeued as f64 * 8.0 / (self.bottleneck.rate().bits_per_sec as f64 * elapsed_s));
-        self.sampled_drops = self.bottleneck.drops;
+        self.sampled_drops = self.bottleneck.drops();
+        self.sampled_ce_marks = self.bottleneck.ce_marks();
         self.sampled_dequeued_bytes = self.bottleneck.dequeued_bytes;
         self.last_queue_sample = now;
     }
@@ -410,9 +489,8 @@ impl Simulation {
     /// Segments of `flow` still in the network (access link, queue, egress link).
     pub fn segments_in_network(&self, flow_idx: u32) -> u64 {
         let flow = &self.flows[flow_idx as usize];
-        // Accepted packets enter the egress pipe at once (their departure is known),
-        // so the pipe also holds everything still queued.
-        (flow.access.len() + self.egress.iter().filter(|p| p.flow == flow_idx).count()) as u64
+        // A dequeued packet enters the egress pipe at once (its departure is known).
+        (flow.access.len() + self.egress.iter().filter(|p| p.flow == flow_idx).count()) as u64 + flow.in_bottleneck
     }
 
     pub fn event_series(&self) -> EventSeries {

@@ -3,6 +3,7 @@
 //! same seed gives the same result.
 
 mod common;
+use cclab_sim::aqm::{codel::CodelConfig, fq_codel::FqCodelConfig, AqmConfig};
 use cclab_sim::config::{BottleneckConfig, FlowConfig, SimConfig};
 use common::*;
 use proptest::prelude::*;
@@ -13,8 +14,9 @@ fn arb_flow(id: u32) -> impl Strategy<Value = FlowConfig> {
         0u64..500,
         prop::option::weighted(0.3, 20_000u64..3_000_000),
         0u64..40,
+        any::<bool>(),
     )
-        .prop_map(move |(cc, start_ms, size, extra_ms)| FlowConfig {
+        .prop_map(move |(cc, start_ms, size, extra_ms, ecn)| FlowConfig {
             flow_id: id,
             cc: cc.into(),
             probe_bw_gain: None,
@@ -22,17 +24,25 @@ fn arb_flow(id: u32) -> impl Strategy<Value = FlowConfig> {
             size_bytes: size,
             extra_rtt_ns: extra_ms * MS,
             rwnd_bytes: None,
-            ecn: false,
+            ecn,
         })
+}
+
+fn arb_aqm() -> impl Strategy<Value = AqmConfig> {
+    prop_oneof![
+        Just(AqmConfig::Fifo),
+        any::<bool>().prop_map(|ecn| AqmConfig::Codel(CodelConfig { ecn, ..Default::default() })),
+        (any::<bool>(), 2u64..200).prop_map(|(ecn, limit)| AqmConfig::FqCodel(FqCodelConfig { ecn, limit_packets: limit, ..Default::default() })),
+    ]
 }
 
 fn arb_config() -> impl Strategy<Value = SimConfig> {
     (1u64..200, 2u64..120, 1u64..300, prop_oneof![Just(0.0), 0.0f64..0.05], 1usize..4, any::<u64>(), any::<bool>())
         .prop_flat_map(|(rate, rtt, buffer_pkts, loss, n_flows, seed, limit_in_packets)| {
             let flows: Vec<_> = (0..n_flows as u32).map(arb_flow).collect();
-            (Just((rate, rtt, buffer_pkts, loss, seed, limit_in_packets)), flows)
+            (Just((rate, rtt, buffer_pkts, loss, seed, limit_in_packets)), flows, arb_aqm())
         })
-        .prop_map(|((rate, rtt, buffer_pkts, loss, seed, in_pkts), flows)| SimConfig {
+        .prop_map(|((rate, rtt, buffer_pkts, loss, seed, in_pkts), flows, aqm)| SimConfig {
             seed,
             duration_ns: 2 * S,
             bottleneck: BottleneckConfig {
@@ -41,7 +51,7 @@ fn arb_config() -> impl Strategy<Value = SimConfig> {
                 queue_limit_bytes: (!in_pkts).then_some(buffer_pkts * FRAME_BYTES),
                 queue_limit_packets: in_pkts.then_some(buffer_pkts),
                 loss_probability: loss,
-                aqm: Default::default(),
+                aqm,
             },
             flows,
             flow_sample_interval_ns: 100 * MS,

@@ -27,6 +27,7 @@
 //! delivered segments above the highest count seen so far.
 
 use super::interval_set::IntervalSet;
+use cclab_aqm::Ecn;
 use cclab_cc::{SimDuration, SimTime};
 
 /// `TCP_MAX_QUICKACKS`: ACK every segment for the first 16 (Linux `tcp_incr_quickack`).
@@ -51,6 +52,8 @@ pub struct AckPacket {
     pub cum_ack: u64,
     pub sack_blocks: [(u64, u64); MAX_SACK_BLOCKS],
     pub sack_count: u8,
+    /// ECN-Echo: a CE-marked segment arrived and no CWR has answered it yet.
+    pub ece: bool,
 }
 
 impl AckPacket {
@@ -95,6 +98,14 @@ pub struct TcpReceiver {
     rcv_space_window_segments: u64,
     rcv_space_max_segments: u64,
     rcv_space_growing: bool,
+    /// `TCP_ECN_OK`: ECN was negotiated (RFC 3168).
+    pub ecn_ok: bool,
+    /// `TCP_ECN_DEMAND_CWR`: echo ECE on every ACK until a CWR arrives.
+    demand_cwr: bool,
+    /// `TCP_ECN_SEEN`: an ECT or CE segment has arrived.
+    ecn_seen: bool,
+    /// Data segments that arrived CE-marked.
+    pub ce_segments: u64,
     /// Segments received, duplicates included.
     pub segments_received: u64,
     /// Segments delivered in order.
@@ -122,6 +133,10 @@ impl TcpReceiver {
             rcv_space_max_segments: 0,
             // A new connection's buffer grows from its first RTT (tcp_init_buffer_space).
             rcv_space_growing: true,
+            ecn_ok: false,
+            demand_cwr: false,
+            ecn_seen: false,
+            ce_segments: 0,
             segments_received: 0,
             segments_delivered: 0,
         }
@@ -134,11 +149,26 @@ impl TcpReceiver {
     /// A data segment arrived. Returns the ACK action, how many segments
     /// became deliverable in order, and possibly a compressed ACK that must be
     /// sent *before* this segment is accounted (so no SACK block is lost).
-    pub fn on_segment(&mut self, now: SimTime, seq: u64) -> (AckAction, u64, Option<AckPacket>) {
+    pub fn on_segment(&mut self, now: SimTime, seq: u64, ecn: Ecn, cwr: bool) -> (AckAction, u64, Option<AckPacket>) {
         self.segments_received += 1;
+        if ecn == Ecn::Ce {
+            self.ce_segments += 1;
+        }
+        // tcp_ecn_accept_cwr (tcp_data_queue, before anything else): the sender
+        // reduced; stop echoing, and ACK this data at once (its cwnd may be tiny).
+        let mut ack_now = false;
+        if cwr && self.ecn_ok {
+            self.demand_cwr = false;
+            ack_now = true;
+        }
         if seq < self.rcv_nxt || self.out_of_order.contains(seq) {
             // A duplicate: Linux enters quick-ACK mode and ACKs at once (with a D-SACK).
             return (AckAction::SendNow, 0, None);
+        }
+        // tcp_ecn_check_ce, for in-order (tcp_event_data_recv) and out-of-order
+        // (tcp_data_queue_ofo) data alike.
+        if self.ecn_ok {
+            self.check_ce(ecn);
         }
         let before = self.rcv_nxt;
         let mut hole_filled = false;
@@ -168,7 +198,7 @@ impl TcpReceiver {
 
         // __tcp_ack_snd_check: more than one full segment unacked, quick-ACK mode,
         // or a one-time immediate ACK.
-        if self.rcv_nxt - self.rcv_wup > 1 || self.quickacks_left > 0 || hole_filled {
+        if self.rcv_nxt - self.rcv_wup > 1 || self.quickacks_left > 0 || hole_filled || ack_now {
             return (AckAction::SendNow, delivered, flushed);
         }
         // In order with nothing queued out of order: the application reads it
@@ -194,6 +224,34 @@ impl TcpReceiver {
         }
         self.compressed_acks += 1;
         (AckAction::Compress(now + self.comp_sack_delay), delivered, flushed)
+    }
+
+    /// `__tcp_ecn_check_ce`: the first CE after the last CWR starts the echo
+    /// and ACKs at once (`tcp_enter_quickack_mode(sk, 2)`: the sender may have
+    /// a tiny cwnd); Not-ECT after ECT was seen is likely a retransmission,
+    /// which is ACKed at once too.
+    fn check_ce(&mut self, ecn: Ecn) {
+        match ecn {
+            Ecn::NotEct => {
+                if self.ecn_seen {
+                    self.enter_quickack_mode(2);
+                }
+            }
+            Ecn::Ce => {
+                if !self.demand_cwr {
+                    self.enter_quickack_mode(2);
+                    self.demand_cwr = true;
+                }
+                self.ecn_seen = true;
+            }
+            Ecn::Ect0 | Ecn::Ect1 => self.ecn_seen = true,
+        }
+    }
+
+    /// `tcp_enter_quickack_mode` / `tcp_incr_quickack`: at least `max_quickacks`
+    /// immediate ACKs (the receive window is never the smaller bound here).
+    fn enter_quickack_mode(&mut self, max_quickacks: u32) {
+        self.quickacks_left = self.quickacks_left.max(max_quickacks);
     }
 
     /// `tcp_rcv_space_adjust`, reduced to its trigger: once per receiver RTT,
@@ -252,7 +310,8 @@ impl TcpReceiver {
     /// Builds the ACK to send now and resets the ACK-policy state
     /// (`tcp_event_ack_sent`).
     pub fn make_ack(&mut self) -> AckPacket {
-        let mut ack = AckPacket { cum_ack: self.rcv_nxt, ..AckPacket::default() };
+        // tcp_ecn_send on an ACK: ECE while the echo is demanded.
+        let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, ..AckPacket::default() };
         for &block in self.sack_blocks.iter().take(MAX_SACK_BLOCKS) {
             ack.sack_blocks[ack.sack_count as usize] = block;
             ack.sack_count += 1;
@@ -273,7 +332,7 @@ mod tests {
         let mut rx = TcpReceiver::new(SimDuration::from_millis(20));
         rx.ack_each_read_segment = false;
         for seq in 0..TCP_MAX_QUICKACKS as u64 {
-            assert_eq!(rx.on_segment(SimTime::ZERO, seq).0, AckAction::SendNow);
+            assert_eq!(rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false).0, AckAction::SendNow);
             rx.make_ack();
         }
         rx
@@ -283,8 +342,8 @@ mod tests {
     fn after_the_quickacks_every_second_segment_is_acked() {
         let mut rx = receiver_past_quickacks();
         let n = TCP_MAX_QUICKACKS as u64;
-        assert!(matches!(rx.on_segment(SimTime::ZERO, n).0, AckAction::Delay(_)));
-        assert_eq!(rx.on_segment(SimTime::ZERO, n + 1).0, AckAction::SendNow);
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::NotEct, false).0, AckAction::Delay(_)));
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::NotEct, false).0, AckAction::SendNow);
         assert_eq!(rx.make_ack().cum_ack, n + 2);
     }
 
@@ -299,7 +358,7 @@ mod tests {
             acks = 0;
             for i in 0..count {
                 let now = SimTime::ZERO + SimDuration::from_nanos(*round * rtt_ns + i * rtt_ns / count);
-                if rx.on_segment(now, *next_seq).0 == AckAction::SendNow {
+                if rx.on_segment(now, *next_seq, Ecn::NotEct, false).0 == AckAction::SendNow {
                     rx.make_ack();
                     acks += 1;
                 }
@@ -329,13 +388,13 @@ mod tests {
         rx.ack_each_read_segment = true;
         let n = TCP_MAX_QUICKACKS as u64;
         for seq in n..n + 4 {
-            assert_eq!(rx.on_segment(SimTime::ZERO, seq).0, AckAction::SendNow, "segment {seq}");
+            assert_eq!(rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false).0, AckAction::SendNow, "segment {seq}");
             assert_eq!(rx.make_ack().cum_ack, seq + 1);
         }
         // Out-of-order data is not readable: the first duplicate ACKs go at
         // once, later ones are still compressed.
         for (i, seq) in (n + 5..n + 10).enumerate() {
-            let action = rx.on_segment(SimTime::ZERO, seq).0;
+            let action = rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false).0;
             if i < TCP_FASTRETRANS_THRESH as usize {
                 assert_eq!(action, AckAction::SendNow);
                 rx.make_ack();
@@ -349,15 +408,15 @@ mod tests {
     fn a_lone_segment_waits_for_the_delayed_ack_timer() {
         let mut rx = receiver_past_quickacks();
         let now = SimTime(1_000);
-        assert_eq!(rx.on_segment(now, TCP_MAX_QUICKACKS as u64).0, AckAction::Delay(now + TCP_DELACK));
+        assert_eq!(rx.on_segment(now, TCP_MAX_QUICKACKS as u64, Ecn::NotEct, false).0, AckAction::Delay(now + TCP_DELACK));
     }
 
     #[test]
     fn out_of_order_data_is_sacked_most_recent_block_first() {
         let mut rx = receiver_past_quickacks();
         let base = TCP_MAX_QUICKACKS as u64;
-        rx.on_segment(SimTime::ZERO, base + 2); // hole at base, base+1
-        rx.on_segment(SimTime::ZERO, base + 5); // hole at base+3, base+4
+        rx.on_segment(SimTime::ZERO, base + 2, Ecn::NotEct, false); // hole at base, base+1
+        rx.on_segment(SimTime::ZERO, base + 5, Ecn::NotEct, false); // hole at base+3, base+4
         let ack = rx.make_ack();
         assert_eq!(ack.cum_ack, base);
         assert_eq!(ack.sacks(), &[(base + 5, base + 6), (base + 2, base + 3)]);
@@ -367,10 +426,10 @@ mod tests {
     fn filling_the_last_hole_acks_everything_at_once() {
         let mut rx = receiver_past_quickacks();
         let base = TCP_MAX_QUICKACKS as u64;
-        rx.on_segment(SimTime::ZERO, base + 1);
-        rx.on_segment(SimTime::ZERO, base + 2);
+        rx.on_segment(SimTime::ZERO, base + 1, Ecn::NotEct, false);
+        rx.on_segment(SimTime::ZERO, base + 2, Ecn::NotEct, false);
         rx.make_ack();
-        let (action, delivered, _) = rx.on_segment(SimTime::ZERO, base);
+        let (action, delivered, _) = rx.on_segment(SimTime::ZERO, base, Ecn::NotEct, false);
         assert_eq!(action, AckAction::SendNow);
         assert_eq!(delivered, 3);
         assert_eq!(rx.make_ack().cum_ack, base + 3);
@@ -382,7 +441,7 @@ mod tests {
         let base = TCP_MAX_QUICKACKS as u64;
         let mut actions = Vec::new();
         for i in 1..=6 {
-            let (a, _, _) = rx.on_segment(SimTime::ZERO, base + i);
+            let (a, _, _) = rx.on_segment(SimTime::ZERO, base + i, Ecn::NotEct, false);
             if a == AckAction::SendNow {
                 rx.make_ack();
             }
@@ -399,7 +458,7 @@ mod tests {
         // Four immediate dupACKs' worth of holes, then compressed ones.
         let mut last_ack = None;
         for i in 0..8u64 {
-            let (action, _, flushed) = rx.on_segment(SimTime::ZERO, base + 1 + 2 * i);
+            let (action, _, flushed) = rx.on_segment(SimTime::ZERO, base + 1 + 2 * i, Ecn::NotEct, false);
             if let Some(ack) = flushed {
                 // The flushed ACK still reports the three newest blocks before this one.
                 assert_eq!(ack.sack_count, 3);
@@ -415,6 +474,36 @@ mod tests {
     #[test]
     fn a_duplicate_segment_is_acked_at_once() {
         let mut rx = receiver_past_quickacks();
-        assert_eq!(rx.on_segment(SimTime::ZERO, 3).0, AckAction::SendNow);
+        assert_eq!(rx.on_segment(SimTime::ZERO, 3, Ecn::NotEct, false).0, AckAction::SendNow);
+    }
+
+    #[test]
+    fn a_ce_mark_is_acked_at_once_and_echoed_on_every_ack_until_a_cwr_arrives() {
+        let mut rx = receiver_past_quickacks();
+        rx.ecn_ok = true;
+        let n = TCP_MAX_QUICKACKS as u64;
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ect0, false).0, AckAction::Delay(_)));
+        // CE: no delayed ACK (tcp_enter_quickack_mode), and ECE set.
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::Ce, false).0, AckAction::SendNow);
+        assert!(rx.make_ack().ece);
+        // Later ACKs keep echoing though their segments are not marked.
+        for seq in n + 2..n + 6 {
+            if rx.on_segment(SimTime::ZERO, seq, Ecn::Ect0, false).0 == AckAction::SendNow {
+                assert!(rx.make_ack().ece);
+            }
+        }
+        // The sender's CWR stops the echo and is ACKed at once.
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 6, Ecn::Ect0, true).0, AckAction::SendNow);
+        assert!(!rx.make_ack().ece);
+        assert_eq!(rx.ce_segments, 1);
+    }
+
+    #[test]
+    fn without_negotiated_ecn_a_ce_mark_is_counted_but_not_echoed() {
+        let mut rx = receiver_past_quickacks();
+        let n = TCP_MAX_QUICKACKS as u64;
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ce, false).0, AckAction::Delay(_)));
+        assert!(!rx.make_ack().ece);
+        assert_eq!(rx.ce_segments, 1);
     }
 }

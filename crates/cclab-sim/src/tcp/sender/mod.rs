@@ -14,6 +14,8 @@
 //! the (paced or skb-sizing) pacing rate leave back to back; unpaced senders hold
 //! back a short first skb as `tcp_tso_should_defer` does (transmit.rs).
 
+#[cfg(test)]
+mod ecn_tests;
 mod recovery;
 mod timers;
 mod transmit;
@@ -25,6 +27,7 @@ use crate::tcp::rate::{self, RateSampler, SampleBuilder, TxRecord};
 use crate::tcp::receiver::AckPacket;
 use crate::tcp::rtt::{RttEstimator, TCP_RTO_MAX};
 use crate::event::{Event, EventQueue, LazyTimer, TimerKind};
+use cclab_aqm::Ecn;
 use cclab_cc::{AckSample, AnyCc, CaState, CcConfig, CongestionControl, SimDuration, SimTime, TcpState};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -63,6 +66,10 @@ pub struct Transmission {
     pub seq: u64,
     pub payload_bytes: u32,
     pub is_retransmission: bool,
+    /// ECT(0) on new data of an ECN connection; retransmissions go Not-ECT.
+    pub ecn: Ecn,
+    /// The TCP header's CWR flag: the sender reduced its window for an ECE.
+    pub cwr: bool,
 }
 
 /// Something worth showing on a timeline: CC mode changes, recovery, RTOs.
@@ -109,6 +116,8 @@ pub struct TcpSender {
     retrans_out: u32,
 
     high_seq: u64,
+    /// `TCP_ECN_QUEUE_CWR`: set CWR on the next new data segment.
+    ecn_queue_cwr: bool,
     prr: Prr,
     rack: Rack,
     rtt: RttEstimator,
@@ -165,6 +174,7 @@ impl TcpSender {
             lost_out: 0,
             retrans_out: 0,
             high_seq: 0,
+            ecn_queue_cwr: false,
             prr: Prr::default(),
             rack: Rack::default(),
             rtt: RttEstimator::default(),
@@ -276,6 +286,8 @@ impl TcpSender {
         let prior_in_flight = self.in_flight();
         let prior_delivered = self.tcp.delivered;
         let prior_lost = self.tcp.lost;
+        // tcp_ecn_rcv_ecn_echo: FLAG_ECE on an ECN connection.
+        let ece = ack.ece && self.tcp.ecn_ok;
         let min_rtt = self.rtt.min_rtt();
         let mut rs = SampleBuilder::default();
         let mut first_sackt: Option<SimTime> = None;
@@ -348,6 +360,10 @@ impl TcpSender {
             self.rto_backoff = 0;
             self.stats.rtt_samples_us.push(ca_rtt.as_micros().min(u32::MAX as u64) as u32);
         }
+        if ece {
+            // tcp_count_delivered(.., ece_ack): everything this ACK delivered.
+            self.tcp.delivered_ce += self.tcp.delivered - prior_delivered;
+        }
         if pkts_acked > 0 || newly_sacked > 0 {
             self.sync_state(now);
             let sample = AckSample { pkts_acked, rtt: ca_rtt, in_flight: prior_in_flight };
@@ -357,10 +373,11 @@ impl TcpSender {
             self.tlp_high_seq = None;
         }
 
-        // Loss detection and recovery state (only for "dubious" ACKs, as Linux).
+        // Loss detection and recovery state (only for "dubious" ACKs, as Linux:
+        // tcp_ack_is_dubious counts ECE as an alert).
         let mut set_xmit_timer = snd_una_advanced;
-        if !snd_una_advanced || newly_sacked > 0 || self.tcp.ca_state != CaState::Open {
-            self.fastretrans_alert(now, &mut set_xmit_timer, queue);
+        if !snd_una_advanced || newly_sacked > 0 || ece || self.tcp.ca_state != CaState::Open {
+            self.fastretrans_alert(now, ece, &mut set_xmit_timer, queue);
         }
 
         // tcp_rate_gen + tcp_cong_control.

@@ -33,6 +33,23 @@ impl TcpSender {
         self.prr = Prr::start(self.tcp.snd_cwnd);
         self.sync_state(now);
         self.tcp.snd_ssthresh = self.cc.ssthresh(&self.tcp);
+        self.queue_cwr();
+    }
+
+    /// `tcp_ecn_queue_cwr`: tell the receiver (CWR) that the window was reduced.
+    pub(super) fn queue_cwr(&mut self) {
+        if self.tcp.ecn_ok {
+            self.ecn_queue_cwr = true;
+        }
+    }
+
+    /// `tcp_enter_cwr`: an ECE starts one PRR-paced reduction to the CC's
+    /// ssthresh, unless one (CWR, Recovery, Loss) is already under way.
+    pub(super) fn enter_cwr(&mut self, now: SimTime) {
+        if matches!(self.tcp.ca_state, CaState::Open | CaState::Disorder) {
+            self.init_cwnd_reduction(now);
+            self.set_ca_state(now, CaState::Cwr);
+        }
     }
 
     /// `tcp_end_cwnd_reduction`: classic CCs resume at ssthresh.
@@ -55,8 +72,14 @@ impl TcpSender {
         self.set_ca_state(now, CaState::Recovery);
     }
 
-    /// `tcp_try_to_open`.
-    pub(super) fn try_to_open(&mut self, now: SimTime) {
+    /// `tcp_try_to_open`: an ECE enters CWR; otherwise `tcp_try_keep_open`.
+    pub(super) fn try_to_open(&mut self, now: SimTime, ece: bool) {
+        if ece {
+            self.enter_cwr(now);
+        }
+        if self.tcp.ca_state == CaState::Cwr {
+            return;
+        }
         let state = if self.sacked_out + self.lost_out + self.retrans_out > 0 { CaState::Disorder } else { CaState::Open };
         if self.tcp.ca_state != state {
             self.set_ca_state(now, state);
@@ -146,12 +169,18 @@ impl TcpSender {
     }
 
     /// `tcp_fastretrans_alert` for a SACK connection using RACK.
-    pub(super) fn fastretrans_alert(&mut self, now: SimTime, set_xmit_timer: &mut bool, queue: &mut EventQueue) {
+    pub(super) fn fastretrans_alert(&mut self, now: SimTime, ece: bool, set_xmit_timer: &mut bool, queue: &mut EventQueue) {
         let snd_una = self.tcp.snd_una;
         // D. Exit recovery once everything outstanding at its start is acknowledged.
         if self.tcp.ca_state == CaState::Recovery && snd_una >= self.high_seq {
             self.set_ca_state(now, CaState::Open);
             self.end_cwnd_reduction(now);
+        }
+        // CWR holds until data *above* high_seq is acknowledged, so the CWR
+        // flag (on the first segment past it) has reached the receiver.
+        if self.tcp.ca_state == CaState::Cwr && snd_una > self.high_seq {
+            self.end_cwnd_reduction(now);
+            self.set_ca_state(now, CaState::Open);
         }
         // E. Process the state.
         match self.tcp.ca_state {
@@ -174,7 +203,7 @@ impl TcpSender {
             }
         }
         if self.lost_out == 0 {
-            self.try_to_open(now);
+            self.try_to_open(now, ece);
             return;
         }
         self.enter_recovery(now);

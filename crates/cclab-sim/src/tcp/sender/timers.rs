@@ -118,6 +118,7 @@ impl TcpSender {
         self.set_ca_state(now, CaState::Loss);
         self.high_seq = self.tcp.snd_nxt;
         self.tlp_high_seq = None;
+        self.queue_cwr();
         self.consecutive_rtos += 1;
         // Retransmit the head regardless of cwnd, then back off.
         if self.segment(snd_una).flags & (SACKED | RETRANS_IN_FLIGHT) == 0 {

@@ -16,6 +16,7 @@
 //! two CUBIC flows, 50 Mbit/s): the 20 ms flow arrives in runs of 3-4 frames, the
 //! 60 ms flow in runs of 2 (`tcp_min_tso_segs`).
 
+use cclab_aqm::Ecn;
 use super::{Segment, TcpSender, Transmission, XmitTimer, EVER_RETRANS, LOST, RETRANS_IN_FLIGHT, SACKED, UNPACED_INITIAL_SEGMENTS};
 use crate::event::{EventQueue, TimerKind};
 use cclab_cc::{CaState, CongestionControl, CwndEvent, SimDuration, SimTime};
@@ -270,7 +271,14 @@ impl TcpSender {
         if !is_retrans && (prior_packets_out == 0 || (self.retransmit_timer.is_armed() && self.xmit_timer_kind == XmitTimer::LossProbe)) {
             self.rearm_rto(now, queue);
         }
-        out.push(Transmission { seq, payload_bytes: bytes, is_retransmission: is_retrans });
+        // tcp_ecn_send: new data of an ECN connection leaves ECT(0) (INET_ECN_xmit),
+        // carrying CWR once after a reduction; retransmissions go Not-ECT.
+        let (ecn, cwr) = if self.tcp.ecn_ok && !is_retrans {
+            (Ecn::Ect0, std::mem::take(&mut self.ecn_queue_cwr))
+        } else {
+            (Ecn::NotEct, false)
+        };
+        out.push(Transmission { seq, payload_bytes: bytes, is_retransmission: is_retrans, ecn, cwr });
         bytes
     }
 
