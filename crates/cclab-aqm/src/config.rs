@@ -2,6 +2,9 @@
 //! `bottleneck.aqm` (every unit in the key). Defaults are tc's own; Python
 //! fills them, so the engines see explicit values.
 
+use crate::cake::CakeConfig;
+use crate::pie::PieConfig;
+use crate::red::RedConfig;
 use serde::Deserialize;
 
 /// How a queue is limited, like `bfifo limit` (bytes) or `pfifo limit` (packets).
@@ -18,6 +21,12 @@ pub enum AqmConfig {
     /// Tail drop at the buffer limit (today's bottleneck).
     #[default]
     Fifo,
+    /// `tc qdisc ... red`: net/sched/sch_red.c.
+    Red(RedConfig),
+    /// `tc qdisc ... pie`: net/sched/sch_pie.c.
+    Pie(PieConfig),
+    /// `tc qdisc ... cake` without a bandwidth (the caller shapes): net/sched/sch_cake.c.
+    Cake(CakeConfig),
 }
 
 impl AqmConfig {
@@ -25,6 +34,9 @@ impl AqmConfig {
     pub fn name(&self) -> &'static str {
         match self {
             AqmConfig::Fifo => "fifo",
+            AqmConfig::Red(_) => "red",
+            AqmConfig::Pie(_) => "pie",
+            AqmConfig::Cake(_) => "cake",
         }
     }
 }

@@ -15,8 +15,15 @@
 //! tail drop before `enqueue`; each qdisc enforces its own tc `limit` the way
 //! its Linux code does (e.g. fq_codel drops from its fattest flow).
 
+pub mod cake;
+mod cobalt;
 pub mod config;
+mod ecn;
 pub mod fifo;
+pub mod pie;
+pub mod red;
+#[cfg(test)]
+mod testutil;
 
 pub use config::{AqmConfig, QueueLimit};
 
@@ -103,12 +110,18 @@ pub trait Qdisc<P> {
 /// The one dispatch enum over every queue discipline (static dispatch).
 pub enum AnyQdisc<P> {
     Fifo(fifo::Fifo<P>),
+    Red(red::Red<P>),
+    Pie(pie::Pie<P>),
+    Cake(cake::Cake<P>),
 }
 
 macro_rules! dispatch {
     ($self:ident, $q:ident => $body:expr) => {
         match $self {
             AnyQdisc::Fifo($q) => $body,
+            AnyQdisc::Red($q) => $body,
+            AnyQdisc::Pie($q) => $body,
+            AnyQdisc::Cake($q) => $body,
         }
     };
 }
@@ -134,9 +147,12 @@ impl<P> Qdisc<P> for AnyQdisc<P> {
 impl AqmConfig {
     /// Builds the qdisc. `limit` is the scenario's hard buffer; `rate_bps` the
     /// link it feeds (RED's idle-time estimate, PIE's and CAKE's rate knowledge).
-    pub fn build<P>(&self, limit: QueueLimit, _rate_bps: u64) -> AnyQdisc<P> {
+    pub fn build<P>(&self, limit: QueueLimit, rate_bps: u64) -> AnyQdisc<P> {
         match self {
             AqmConfig::Fifo => AnyQdisc::Fifo(fifo::Fifo::new(limit)),
+            AqmConfig::Red(c) => AnyQdisc::Red(red::Red::new(c, rate_bps)),
+            AqmConfig::Pie(c) => AnyQdisc::Pie(pie::Pie::new(c)),
+            AqmConfig::Cake(c) => AnyQdisc::Cake(cake::Cake::new(c)),
         }
     }
 }
