@@ -338,3 +338,126 @@ impl<P> Qdisc<P> for Pie<P> {
         self.stats
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{drive, Source};
+    use crate::{Ecn, PacketMeta};
+
+    /// tc's defaults: target 15 ms, tupdate 15 ms, limit 1000, alpha 2, beta 20.
+    fn config(ecn: bool) -> PieConfig {
+        PieConfig {
+            target_ns: 15 * NANOS_PER_MILLI,
+            tupdate_ns: 15 * NANOS_PER_MILLI,
+            limit_packets: 1000,
+            alpha: 2,
+            beta: 20,
+            ecn,
+            bytemode: false,
+            dq_rate_estimator: false,
+        }
+    }
+
+    /// A PIE whose controller is frozen at `prob` with the burst allowance spent.
+    fn frozen(ecn: bool, prob: f64) -> Pie<u32> {
+        let mut q = Pie::new(&config(ecn));
+        q.next_update = SimTime::MAX;
+        q.prob = (prob * MAX_PROB as f64) as u64;
+        q.burst_time = 0;
+        q
+    }
+
+    const LINK_BPS: u64 = 10_000_000;
+    const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn under_a_constant_overload_the_queue_delay_settles_at_the_target() {
+        // Unresponsive traffic from a cold start: the queue overshoots (no update
+        // for 500 ms, tiny steps while prob < 1%, then +2% per update past 250 ms),
+        // the probability overshoots in turn, and the integral term then walks
+        // it back until the mean delay is the target. The heavier the overload,
+        // the longer that takes (a 3x overload needs ~18 s).
+        for (load, settled_s, dq_rate_estimator) in [(1.1, 4, false), (1.5, 12, false), (1.1, 4, true)] {
+            let mut c = config(false);
+            c.dq_rate_estimator = dq_rate_estimator;
+            let mut q = Pie::new(&c);
+            let src = [Source::cbr(0, (LINK_BPS as f64 * load) as u64)];
+            let r = drive(&mut q, &src, LINK_BPS, 30 * SEC, 1);
+            let from = settled_s * SEC;
+            let mean = r.sojourn_mean_ns(from) / 1e6;
+            let p50 = r.sojourn_percentile_ns(from, 50.0) as f64 / 1e6;
+            let p95 = r.sojourn_percentile_ns(from, 95.0) as f64 / 1e6;
+            eprintln!("pie load {load} dq_rate_estimator {dq_rate_estimator}: from {settled_s} s sojourn mean {mean:.1} ms p50 {p50:.1} ms p95 {p95:.1} ms, prob {:.3}", q.probability());
+            assert!((12.0..18.0).contains(&mean), "load {load}: mean sojourn {mean} ms");
+            // A stable queue under unresponsive load drops the excess, 1 - 1/load of arrivals.
+            let f = &r.flows[0];
+            let drops = f.aqm_drops_ns.iter().filter(|&&t| t >= from).count() as f64;
+            let arrivals = drops + f.delivered.iter().filter(|d| d.at_ns >= from).count() as f64;
+            let excess = 1.0 - 1.0 / load;
+            assert!((drops / arrivals - excess).abs() < 0.02, "load {load}: drop fraction {}", drops / arrivals);
+        }
+    }
+
+    #[test]
+    fn no_early_drop_during_the_150_ms_burst_allowance() {
+        // The controller holds 50%; only the allowance protects the burst.
+        let mut q = frozen(false, 0.5);
+        q.burst_time = ticks(150 * NANOS_PER_MILLI);
+        let r = drive(&mut q, &[Source::cbr(0, 3 * LINK_BPS)], LINK_BPS, SEC / 2, 1);
+        let first = r.flows[0].aqm_drops_ns[0];
+        assert!((150_000_000..160_000_000).contains(&first), "first drop at {first} ns");
+        // Without it the first drops come as soon as two MTUs are queued and the
+        // accumulator passes 0.85.
+        let mut q = frozen(false, 0.5);
+        let r = drive(&mut q, &[Source::cbr(0, 3 * LINK_BPS)], LINK_BPS, SEC / 2, 1);
+        assert!(r.flows[0].aqm_drops_ns[0] < 5_000_000);
+    }
+
+    #[test]
+    fn with_ecn_ect_packets_are_marked_while_the_probability_is_at_most_ten_percent() {
+        for (prob, ecn, ect, marks_expected) in
+            [(0.05, true, Ecn::Ect0, true), (0.2, true, Ecn::Ect0, false), (0.05, true, Ecn::NotEct, false), (0.05, false, Ecn::Ect0, false)]
+        {
+            let mut q = frozen(ecn, prob);
+            let r = drive(&mut q, &[Source::cbr(0, 2 * LINK_BPS).ecn(ect)], LINK_BPS, SEC, 1);
+            let s = r.stats;
+            if marks_expected {
+                assert!(s.ce_marks > 20 && s.aqm_drops == 0, "prob {prob}: {s:?}");
+            } else {
+                assert!(s.aqm_drops > 20 && s.ce_marks == 0, "prob {prob} ecn {ecn} {ect:?}: {s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn drops_are_derandomized_between_0_85_and_8_5_accumulated_probability() {
+        let mut q = frozen(false, 0.1);
+        q.qdelay = q.target; // past half the target: early drop is on
+        let mut rng = SimRng::new(5);
+        let mut dropped = Vec::new();
+        let meta = PacketMeta { len_bytes: 1514, flow_hash: 1, src_host_hash: 1, dst_host_hash: 2, ecn: Ecn::NotEct, enqueue_time: SimTime::ZERO };
+        for _ in 0..10 {
+            q.enqueue(SimTime(0), Packet { meta, inner: 0 }, &mut rng, &mut dropped);
+        }
+        let (mut since, mut gaps) = (0u32, Vec::new());
+        for i in 0..200_000u32 {
+            let before = dropped.len();
+            q.enqueue(SimTime(1), Packet { meta, inner: i }, &mut rng, &mut dropped);
+            since += 1;
+            if dropped.len() > before {
+                gaps.push(since);
+                since = 0;
+            } else {
+                q.queue.pop_back();
+                q.backlog_bytes -= 1514;
+            }
+        }
+        let (min, max) = (*gaps.iter().min().unwrap(), *gaps.iter().max().unwrap());
+        let mean = gaps.iter().sum::<u32>() as f64 / gaps.len() as f64;
+        // 0.85 / 0.1 = 8.5 -> at least the 9th packet; 8.5 / 0.1 = 85 -> at most the 85th.
+        assert!(min >= 9 && max <= 85, "gaps {min}..{max}");
+        // Memoryless drops at 10% would average a gap of 10; the accumulator adds ~8.
+        assert!((mean - 18.0).abs() < 2.0, "mean gap {mean}");
+    }
+}

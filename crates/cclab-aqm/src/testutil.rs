@@ -113,6 +113,13 @@ pub struct Report {
 }
 
 impl Report {
+    /// Mean sojourn of packets delivered at or after `from_ns`, in ns.
+    pub fn sojourn_mean_ns(&self, from_ns: u64) -> f64 {
+        let v: Vec<u64> =
+            self.flows.iter().flat_map(|f| f.delivered.iter()).filter(|d| d.at_ns >= from_ns).map(|d| d.sojourn_ns).collect();
+        v.iter().sum::<u64>() as f64 / v.len().max(1) as f64
+    }
+
     /// Sojourn percentile over every flow's packets delivered at or after `from_ns`.
     pub fn sojourn_percentile_ns(&self, from_ns: u64, pct: f64) -> u64 {
         percentile(
