@@ -17,6 +17,10 @@ pub(crate) struct CobaltParams {
     /// BLUE steps, Q0.32 (`cake_set_rate`: 1/256 up, 1/4096 down).
     pub p_inc: u32,
     pub p_dec: u32,
+    /// Signal CoDel's congestion on ECT packets with CE (CAKE always does).
+    pub ecn: bool,
+    /// `cobalt_rec_inv_sqrt_cache`.
+    pub inv_sqrt: [u32; 16],
 }
 
 /// `struct cobalt_vars`, times in ns.
@@ -94,7 +98,7 @@ impl CobaltVars {
 
     /// `cobalt_queue_empty`: the flow was found empty. Lowers BLUE at most once
     /// per target and lets CoDel's count decay; true when BLUE just went quiet.
-    pub fn queue_empty(&mut self, p: &CobaltParams, now_ns: i64, cache: &[u32; 16]) -> bool {
+    pub fn queue_empty(&mut self, p: &CobaltParams, now_ns: i64) -> bool {
         let mut down = false;
         if self.p_drop != 0 && now_ns - self.blue_timer_ns > p.target_ns as i64 {
             self.p_drop = self.p_drop.saturating_sub(p.p_dec);
@@ -104,7 +108,7 @@ impl CobaltVars {
         self.dropping = false;
         if self.count != 0 && now_ns - self.drop_next_ns >= 0 {
             self.count -= 1;
-            self.invsqrt(cache);
+            self.invsqrt(&p.inv_sqrt);
             self.drop_next_ns = control(self.drop_next_ns, p.interval_ns, self.rec_inv_sqrt);
         }
         down
@@ -119,8 +123,6 @@ impl CobaltVars {
         now_ns: i64,
         meta: &mut PacketMeta,
         bulk_flows: u64,
-        ecn: bool,
-        cache: &[u32; 16],
         stats: &mut QdiscStats,
         rng: &mut SimRng,
     ) -> bool {
@@ -145,15 +147,15 @@ impl CobaltVars {
 
         if next_due && self.dropping {
             // Use ECN mark if possible, otherwise drop.
-            drop = !(ecn && set_ce(meta, stats));
+            drop = !(p.ecn && set_ce(meta, stats));
             self.count = self.count.saturating_add(1);
-            self.invsqrt(cache);
+            self.invsqrt(&p.inv_sqrt);
             self.drop_next_ns = control(self.drop_next_ns, p.interval_ns, self.rec_inv_sqrt);
             schedule = now_ns - self.drop_next_ns;
         } else {
             while next_due {
                 self.count -= 1;
-                self.invsqrt(cache);
+                self.invsqrt(&p.inv_sqrt);
                 self.drop_next_ns = control(self.drop_next_ns, p.interval_ns, self.rec_inv_sqrt);
                 schedule = now_ns - self.drop_next_ns;
                 next_due = self.count != 0 && schedule >= 0;

@@ -372,6 +372,15 @@ mod tests {
     const SEC: u64 = 1_000_000_000;
 
     #[test]
+    fn the_resolved_config_parses_with_the_contract_keys_only() {
+        let json = r#"{"kind": "pie", "target_ns": 15000000, "tupdate_ns": 15000000, "limit_packets": 1000,
+            "alpha": 2, "beta": 20, "ecn": false, "bytemode": false, "dq_rate_estimator": false}"#;
+        let c: crate::AqmConfig = serde_json::from_str(json).unwrap();
+        assert_eq!(c, crate::AqmConfig::Pie(config(false)));
+        assert!(serde_json::from_str::<crate::AqmConfig>(&json.replace("}", r#", "extra": 1}"#)).is_err());
+    }
+
+    #[test]
     fn under_a_constant_overload_the_queue_delay_settles_at_the_target() {
         // Unresponsive traffic from a cold start: the queue overshoots (no update
         // for 500 ms, tiny steps while prob < 1%, then +2% per update past 250 ms),
@@ -416,9 +425,12 @@ mod tests {
 
     #[test]
     fn with_ecn_ect_packets_are_marked_while_the_probability_is_at_most_ten_percent() {
-        for (prob, ecn, ect, marks_expected) in
-            [(0.05, true, Ecn::Ect0, true), (0.2, true, Ecn::Ect0, false), (0.05, true, Ecn::NotEct, false), (0.05, false, Ecn::Ect0, false)]
-        {
+        for (prob, ecn, ect, marks_expected) in [
+            (0.05, true, Ecn::Ect0, true),
+            (0.2, true, Ecn::Ect0, false),
+            (0.05, true, Ecn::NotEct, false),
+            (0.05, false, Ecn::Ect0, false),
+        ] {
             let mut q = frozen(ecn, prob);
             let r = drive(&mut q, &[Source::cbr(0, 2 * LINK_BPS).ecn(ect)], LINK_BPS, SEC, 1);
             let s = r.stats;
@@ -436,7 +448,14 @@ mod tests {
         q.qdelay = q.target; // past half the target: early drop is on
         let mut rng = SimRng::new(5);
         let mut dropped = Vec::new();
-        let meta = PacketMeta { len_bytes: 1514, flow_hash: 1, src_host_hash: 1, dst_host_hash: 2, ecn: Ecn::NotEct, enqueue_time: SimTime::ZERO };
+        let meta = PacketMeta {
+            len_bytes: 1514,
+            flow_hash: 1,
+            src_host_hash: 1,
+            dst_host_hash: 2,
+            ecn: Ecn::NotEct,
+            enqueue_time: SimTime::ZERO,
+        };
         for _ in 0..10 {
             q.enqueue(SimTime(0), Packet { meta, inner: 0 }, &mut rng, &mut dropped);
         }

@@ -129,6 +129,8 @@ pub struct Red<P> {
     stats: QdiscStats,
 }
 
+/// red.h's RED_DONT_MARK, RED_PROB_MARK, RED_HARD_MARK.
+#[allow(clippy::enum_variant_names)]
 enum Action {
     DontMark,
     ProbMark,
@@ -358,9 +360,28 @@ mod tests {
 
     fn pkt(ecn: Ecn) -> Packet<u32> {
         Packet {
-            meta: PacketMeta { len_bytes: 1000, flow_hash: 1, src_host_hash: 1, dst_host_hash: 2, ecn, enqueue_time: SimTime::ZERO },
+            meta: PacketMeta {
+                len_bytes: 1000,
+                flow_hash: 1,
+                src_host_hash: 1,
+                dst_host_hash: 2,
+                ecn,
+                enqueue_time: SimTime::ZERO,
+            },
             inner: 0,
         }
+    }
+
+    #[test]
+    fn the_resolved_config_parses_with_the_contract_keys_only() {
+        let json = r#"{"kind": "red", "limit_bytes": 400000, "min_bytes": 33333, "max_bytes": 100000,
+            "avpkt_bytes": 1000, "burst_packets": 55, "probability": 0.02, "ecn": false,
+            "harddrop": false, "adaptive": false, "bandwidth_bps": 10000000}"#;
+        let c: crate::AqmConfig = serde_json::from_str(json).unwrap();
+        assert_eq!(c, crate::AqmConfig::Red(config(false)));
+        assert_eq!(c.name(), "red");
+        let bad = json.replace("\"adaptive\"", "\"adaptative\"");
+        assert!(serde_json::from_str::<crate::AqmConfig>(&bad).is_err());
     }
 
     #[test]
@@ -451,7 +472,9 @@ mod tests {
 
     #[test]
     fn above_the_maximum_threshold_every_packet_is_dropped_or_marked_unless_harddrop() {
-        for (ecn, harddrop, ect) in [(false, false, Ecn::Ect0), (true, false, Ecn::NotEct), (true, false, Ecn::Ect0), (true, true, Ecn::Ect0)] {
+        for (ecn, harddrop, ect) in
+            [(false, false, Ecn::Ect0), (true, false, Ecn::NotEct), (true, false, Ecn::Ect0), (true, true, Ecn::Ect0)]
+        {
             let mut c = config(ecn);
             c.harddrop = harddrop;
             let mut q = Red::new(&c, 10_000_000);

@@ -40,6 +40,11 @@ impl Source {
         self
     }
 
+    pub fn dst(mut self, host: u32) -> Self {
+        self.dst_host_hash = 0x27D4_EB2Fu32.wrapping_mul(host + 1);
+        self
+    }
+
     pub fn len(mut self, len_bytes: u32) -> Self {
         self.len_bytes = len_bytes;
         self
@@ -47,12 +52,6 @@ impl Source {
 
     pub fn ecn(mut self, ecn: Ecn) -> Self {
         self.ecn = ecn;
-        self
-    }
-
-    pub fn during(mut self, start_ns: u64, stop_ns: u64) -> Self {
-        self.start_ns = start_ns;
-        self.stop_ns = stop_ns;
         self
     }
 
@@ -108,22 +107,30 @@ pub fn percentile(mut v: Vec<u64>, pct: f64) -> u64 {
 pub struct Report {
     pub flows: Vec<FlowReport>,
     pub stats: QdiscStats,
-    /// (time, backlog bytes) after each enqueue.
-    pub backlog_bytes: Vec<(u64, u64)>,
 }
 
 impl Report {
     /// Mean sojourn of packets delivered at or after `from_ns`, in ns.
     pub fn sojourn_mean_ns(&self, from_ns: u64) -> f64 {
-        let v: Vec<u64> =
-            self.flows.iter().flat_map(|f| f.delivered.iter()).filter(|d| d.at_ns >= from_ns).map(|d| d.sojourn_ns).collect();
+        let v: Vec<u64> = self
+            .flows
+            .iter()
+            .flat_map(|f| f.delivered.iter())
+            .filter(|d| d.at_ns >= from_ns)
+            .map(|d| d.sojourn_ns)
+            .collect();
         v.iter().sum::<u64>() as f64 / v.len().max(1) as f64
     }
 
     /// Sojourn percentile over every flow's packets delivered at or after `from_ns`.
     pub fn sojourn_percentile_ns(&self, from_ns: u64, pct: f64) -> u64 {
         percentile(
-            self.flows.iter().flat_map(|f| f.delivered.iter()).filter(|d| d.at_ns >= from_ns).map(|d| d.sojourn_ns).collect(),
+            self.flows
+                .iter()
+                .flat_map(|f| f.delivered.iter())
+                .filter(|d| d.at_ns >= from_ns)
+                .map(|d| d.sojourn_ns)
+                .collect(),
             pct,
         )
     }
@@ -136,7 +143,6 @@ pub fn drive<Q: Qdisc<u32>>(q: &mut Q, sources: &[Source], link_bps: u64, durati
     let mut next_arrival: Vec<u64> = sources.iter().map(|s| s.start_ns).collect();
     let mut tx_done: Option<u64> = None; // the link is sending until then
     let mut dropped = Vec::new();
-    let mut backlog_bytes = Vec::new();
 
     let tx_ns = |len: u32| len as u64 * 8 * 1_000_000_000 / link_bps;
 
@@ -171,7 +177,6 @@ pub fn drive<Q: Qdisc<u32>>(q: &mut Q, sources: &[Source], link_bps: u64, durati
                 };
                 flows[src].sent += 1;
                 q.enqueue(SimTime(now), Packet { meta, inner: src as u32 }, &mut rng, &mut dropped);
-                backlog_bytes.push((now, q.backlog_bytes()));
                 next_arrival[src] += s.interval_ns();
             }
         }
@@ -194,5 +199,5 @@ pub fn drive<Q: Qdisc<u32>>(q: &mut Q, sources: &[Source], link_bps: u64, durati
             }
         }
     }
-    Report { flows, stats: q.stats(), backlog_bytes }
+    Report { flows, stats: q.stats() }
 }
