@@ -23,8 +23,8 @@
 //!   the lowest index, where the heap might choose another equal flow.
 //! - No ACK filter, GSO splitting, NAT lookup, overhead/ATM compensation,
 //!   or wash (all off by default).
-//! - The set-associative hash follows the current kernel: the skb hash is used
-//!   only in flow modes, and a collision releases the evicted flow's own hosts.
+//! - The set-associative hash follows the current kernel (the skb hash is used
+//!   only in flow modes); the flow and host hashes come from the caller.
 
 use crate::cobalt::{inv_sqrt_cache, CobaltParams, CobaltVars};
 use crate::{DropReason, Dropped, Packet, Qdisc, QdiscStats};

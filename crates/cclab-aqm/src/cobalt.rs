@@ -162,9 +162,10 @@ impl CobaltVars {
             }
         }
 
-        // Simple BLUE; the lack of ECN is deliberate (sch_cake.c).
-        if self.p_drop != 0 {
-            drop |= ((rng.next_u64() >> 32) as u32) < self.p_drop;
+        // Simple BLUE; the lack of ECN is deliberate (sch_cake.c). Drawn only for
+        // a packet CoDel has not dropped (a CE-marked one may still be dropped).
+        if self.p_drop != 0 && !drop && ((rng.next_u64() >> 32) as u32) < self.p_drop {
+            drop = true;
         }
 
         // drop_next doubles as an activity timeout.

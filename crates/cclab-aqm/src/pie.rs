@@ -20,6 +20,9 @@
 //!   (`pie_init` arms the timer at HZ/2), then every tupdate.
 //!
 //! Times are psched ticks (64 ns) as in Linux, so rounding follows its own.
+//! The timer runs every `tupdate_ns` exactly (Linux rounds it to jiffies:
+//! exact for 15 ms at HZ=1000, 16 ms at HZ=250), caught up at each
+//! enqueue/dequeue, which is exact because the backlog only changes there.
 
 use crate::ecn::set_ce;
 use crate::{DropReason, Dropped, Packet, Qdisc, QdiscStats};

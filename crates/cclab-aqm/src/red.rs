@@ -8,6 +8,12 @@
 //!
 //! Gentle RED is not in Linux's sch_red: above max the packet is always
 //! marked (ECN) or dropped (`RED_HARD_MARK`).
+//!
+//! Linux quirks kept: tc builds the idle-damping table in 64 ns psched ticks
+//! while red.h indexes it with microseconds, and applies the table's
+//! natural-log exponent as a power-of-two shift, so the average decays
+//! during idle time more slowly than the paper's (1-W)^m. The adaptive timer
+//! runs every 500 ms from creation, caught up at each enqueue/dequeue.
 
 use crate::ecn::set_ce;
 use crate::{DropReason, Dropped, Packet, Qdisc, QdiscStats};
