@@ -662,6 +662,27 @@ mod tests {
     }
 
     #[test]
+    fn responsive_flows_keep_the_sojourn_near_the_5_ms_target() {
+        // Four Reno-like flows from four hosts, 50 ms base RTT: CoDel holds the
+        // standing queue at the target; the sawtooth puts the mean a little above.
+        for ect in [Ecn::NotEct, Ecn::Ect0] {
+            let src: Vec<Source> =
+                (0..4).map(|i| Source::aimd(i, 10 * LINK_BPS, 50_000_000).host(i).ecn(ect)).collect();
+            let r = run(&config(FlowMode::TripleIsolate), &src, 20);
+            let mean = r.sojourn_mean_ns(2 * SEC) / 1e6;
+            let p50 = r.sojourn_percentile_ns(2 * SEC, 50.0) as f64 / 1e6;
+            let delivered: u64 = r.flows.iter().map(|f| f.bytes_between(2 * SEC, 20 * SEC)).sum();
+            let utilization = delivered as f64 * 8.0 / 18.0 / LINK_BPS as f64;
+            eprintln!("cake 4 aimd flows {ect:?}: sojourn mean {mean:.2} ms p50 {p50:.2} ms, utilization {utilization:.3}, {:?}", r.stats);
+            assert!((3.0..9.0).contains(&mean), "mean sojourn {mean} ms");
+            assert!(utilization > 0.93, "utilization {utilization}");
+            if ect == Ecn::Ect0 {
+                assert!(r.stats.ce_marks > 50 && r.stats.aqm_drops == 0, "{:?}", r.stats);
+            }
+        }
+    }
+
+    #[test]
     fn ect_packets_are_marked_instead_of_dropped() {
         let r = run(&config(FlowMode::TripleIsolate), &[Source::cbr(0, LINK_BPS * 6 / 5).ecn(Ecn::Ect0)], 5);
         assert!(r.stats.ce_marks > 100 && r.stats.aqm_drops == 0, "{:?}", r.stats);

@@ -412,6 +412,38 @@ mod tests {
     }
 
     #[test]
+    fn responsive_flows_settle_at_the_15_ms_target_within_two_seconds() {
+        // Four Reno-like flows, 50 ms base RTT, line rate 10x the bottleneck.
+        for ecn in [false, true] {
+            let mut q = Pie::new(&config(ecn));
+            let ect = if ecn { Ecn::Ect0 } else { Ecn::NotEct };
+            let src: Vec<Source> = (0..4).map(|i| Source::aimd(i, 10 * LINK_BPS, 50_000_000).ecn(ect)).collect();
+            let r = drive(&mut q, &src, LINK_BPS, 20 * SEC, 1);
+            let windows: Vec<f64> = (1..10)
+                .map(|w| {
+                    let v: Vec<u64> = r
+                        .flows
+                        .iter()
+                        .flat_map(|f| f.delivered.iter())
+                        .filter(|d| d.at_ns >= 2 * w * SEC && d.at_ns < 2 * (w + 1) * SEC)
+                        .map(|d| d.sojourn_ns)
+                        .collect();
+                    v.iter().sum::<u64>() as f64 / v.len() as f64 / 1e6
+                })
+                .collect();
+            let delivered: u64 = r.flows.iter().map(|f| f.bytes_between(2 * SEC, 20 * SEC)).sum();
+            let utilization = delivered as f64 * 8.0 / 18.0 / LINK_BPS as f64;
+            eprintln!("pie 4 aimd flows ecn {ecn}: mean sojourn per 2 s from 2 s {windows:.1?} ms, utilization {utilization:.3}, {:?}", r.stats);
+            assert!(windows.iter().all(|m| (11.0..19.0).contains(m)), "{windows:?}");
+            assert!(utilization > 0.97, "utilization {utilization}");
+            if ecn {
+                // The probability stays under 10%: every signal is a mark.
+                assert!(r.stats.ce_marks > 50 && r.stats.aqm_drops == 0, "{:?}", r.stats);
+            }
+        }
+    }
+
+    #[test]
     fn no_early_drop_during_the_150_ms_burst_allowance() {
         // The controller holds 50%; only the allowance protects the burst.
         let mut q = frozen(false, 0.5);
