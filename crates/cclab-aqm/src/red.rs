@@ -517,6 +517,30 @@ mod tests {
     }
 
     #[test]
+    fn responsive_flows_hold_the_average_between_the_thresholds() {
+        // Four Reno-like flows, 50 ms base RTT, into tc's defaults at 10 Mbit/s:
+        // early drops keep the queue between min (33 kB, 27 ms) and max (100 kB, 80 ms).
+        for ecn in [false, true] {
+            let mut q = Red::new(&config(ecn), 10_000_000);
+            let ect = if ecn { Ecn::Ect0 } else { Ecn::NotEct };
+            let src: Vec<Source> = (0..4).map(|i| Source::aimd(i, 100_000_000, 50_000_000).ecn(ect)).collect();
+            let r = drive(&mut q, &src, 10_000_000, 20_000_000_000, 1);
+            let mean_ms = r.sojourn_mean_ns(2_000_000_000) / 1e6;
+            let delivered: u64 = r.flows.iter().map(|f| f.bytes_between(2_000_000_000, 20_000_000_000)).sum();
+            let utilization = delivered as f64 * 8.0 / 18.0 / 10e6;
+            eprintln!(
+                "red 4 aimd flows ecn {ecn}: sojourn mean {mean_ms:.1} ms, utilization {utilization:.3}, {:?}",
+                r.stats
+            );
+            assert!((26.7..80.0).contains(&mean_ms), "mean sojourn {mean_ms} ms");
+            assert!(utilization > 0.97 && r.stats.overflow_drops == 0);
+            if ecn {
+                assert!(r.stats.ce_marks > 20 && r.stats.aqm_drops == 0, "{:?}", r.stats);
+            }
+        }
+    }
+
+    #[test]
     fn an_idle_link_decays_the_average() {
         let mut q = Red::<u32>::new(&config(false), 10_000_000);
         let mut rng = SimRng::new(1);
