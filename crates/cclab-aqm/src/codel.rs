@@ -8,7 +8,8 @@
 //! step per drop instead of an exact sqrt, and the "re-enter with the previous
 //! drop rate" rule on `count - lastcount` (RFC 8289 section 5.6 leaves it open).
 
-use crate::{DropReason, Dropped, Ecn, Packet, Qdisc, QdiscStats};
+use crate::ecn::set_ce;
+use crate::{DropReason, Dropped, Packet, Qdisc, QdiscStats};
 use cclab_cc::rng::SimRng;
 use cclab_cc::SimTime;
 use serde::Deserialize;
@@ -118,18 +119,6 @@ pub trait CodelQueue<P> {
     fn backlog_bytes(&self) -> u64;
     /// Discards a packet the control law dropped.
     fn drop_packet(&mut self, pkt: Packet<P>);
-}
-
-/// `INET_ECN_set_ce`: marks an ECT packet CE; true if it now carries CE
-/// (an already-CE packet counts, a Not-ECT one cannot be marked).
-pub fn set_ce(meta: &mut crate::PacketMeta) -> bool {
-    match meta.ecn {
-        Ecn::Ect0 | Ecn::Ect1 | Ecn::Ce => {
-            meta.ecn = Ecn::Ce;
-            true
-        }
-        Ecn::NotEct => false,
-    }
 }
 
 impl CodelVars {
@@ -323,7 +312,7 @@ impl<P> Qdisc<P> for Codel<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PacketMeta;
+    use crate::{Ecn, PacketMeta};
 
     const FRAME: u32 = 1514;
 

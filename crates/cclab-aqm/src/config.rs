@@ -2,6 +2,9 @@
 //! `bottleneck.aqm` (every unit in the key). Defaults are tc's own; Python
 //! fills them, so the engines see explicit values.
 
+use crate::cake::CakeConfig;
+use crate::pie::PieConfig;
+use crate::red::RedConfig;
 use serde::Deserialize;
 
 /// How a queue is limited, like `bfifo limit` (bytes) or `pfifo limit` (packets).
@@ -22,6 +25,12 @@ pub enum AqmConfig {
     Codel(crate::codel::CodelConfig),
     /// sch_fq_codel (RFC 8290).
     FqCodel(crate::fq_codel::FqCodelConfig),
+    /// `tc qdisc ... red`: net/sched/sch_red.c.
+    Red(RedConfig),
+    /// `tc qdisc ... pie`: net/sched/sch_pie.c.
+    Pie(PieConfig),
+    /// `tc qdisc ... cake` without a bandwidth (the caller shapes): net/sched/sch_cake.c.
+    Cake(CakeConfig),
 }
 
 impl AqmConfig {
@@ -31,6 +40,9 @@ impl AqmConfig {
             AqmConfig::Fifo => "fifo",
             AqmConfig::Codel(_) => "codel",
             AqmConfig::FqCodel(_) => "fq_codel",
+            AqmConfig::Red(_) => "red",
+            AqmConfig::Pie(_) => "pie",
+            AqmConfig::Cake(_) => "cake",
         }
     }
 }

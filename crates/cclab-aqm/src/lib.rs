@@ -16,9 +16,16 @@
 //! its Linux code does (e.g. fq_codel drops from its fattest flow).
 
 pub mod codel;
+pub mod cake;
+mod cobalt;
 pub mod config;
+pub mod ecn;
 pub mod fifo;
 pub mod fq_codel;
+pub mod pie;
+pub mod red;
+#[cfg(test)]
+mod testutil;
 
 pub use config::{AqmConfig, QueueLimit};
 
@@ -107,6 +114,9 @@ pub enum AnyQdisc<P> {
     Fifo(fifo::Fifo<P>),
     Codel(codel::Codel<P>),
     FqCodel(fq_codel::FqCodel<P>),
+    Red(red::Red<P>),
+    Pie(pie::Pie<P>),
+    Cake(cake::Cake<P>),
 }
 
 macro_rules! dispatch {
@@ -115,6 +125,9 @@ macro_rules! dispatch {
             AnyQdisc::Fifo($q) => $body,
             AnyQdisc::Codel($q) => $body,
             AnyQdisc::FqCodel($q) => $body,
+            AnyQdisc::Red($q) => $body,
+            AnyQdisc::Pie($q) => $body,
+            AnyQdisc::Cake($q) => $body,
         }
     };
 }
@@ -140,11 +153,14 @@ impl<P> Qdisc<P> for AnyQdisc<P> {
 impl AqmConfig {
     /// Builds the qdisc. `limit` is the scenario's hard buffer; `rate_bps` the
     /// link it feeds (RED's idle-time estimate, PIE's and CAKE's rate knowledge).
-    pub fn build<P>(&self, limit: QueueLimit, _rate_bps: u64) -> AnyQdisc<P> {
+    pub fn build<P>(&self, limit: QueueLimit, rate_bps: u64) -> AnyQdisc<P> {
         match self {
             AqmConfig::Fifo => AnyQdisc::Fifo(fifo::Fifo::new(limit)),
             AqmConfig::Codel(cfg) => AnyQdisc::Codel(codel::Codel::new(cfg)),
             AqmConfig::FqCodel(cfg) => AnyQdisc::FqCodel(fq_codel::FqCodel::new(cfg)),
+            AqmConfig::Red(c) => AnyQdisc::Red(red::Red::new(c, rate_bps)),
+            AqmConfig::Pie(c) => AnyQdisc::Pie(pie::Pie::new(c)),
+            AqmConfig::Cake(c) => AnyQdisc::Cake(cake::Cake::new(c)),
         }
     }
 }
