@@ -51,14 +51,14 @@ impl Bbr3 {
         self.bw_probe_samples = false; // react once per probe
         // An app-limited flight did not robustly probe how much fits.
         if !rs.is_app_limited {
-            let cut = (self.target_inflight(tcp) as u64 * (BBR_UNIT - self.p.beta) as u64 >> BBR_SCALE) as u32;
+            let cut = ((self.target_inflight(tcp) as u64 * (BBR_UNIT - self.p.beta) as u64) >> BBR_SCALE) as u32;
             self.inflight_hi = rs.tx_in_flight.max(cut);
             if self.p.ecn_cuts_bw && self.ecn_eligible && !self.got_ok_bw_probe_sample {
                 // v2alpha bbr2_handle_inflight_too_high_via_ecn
                 if self.bw_hi_v2 == UNSET_BW {
                     self.bw_hi_v2 = self.max_bw();
                 }
-                self.bw_hi_v2 = self.bw_hi_v2 * self.ecn_cut() as u64 >> BBR_SCALE;
+                self.bw_hi_v2 = (self.bw_hi_v2 * self.ecn_cut() as u64) >> BBR_SCALE;
             }
         }
         if self.mode == Mode::ProbeBw && self.cycle_idx == Phase::Up {
@@ -177,16 +177,16 @@ impl Bbr3 {
         if self.ecn_in_round && self.p.ecn_factor > 0 && (self.ecn_eligible || self.p.is_v3()) {
             let cut = self.ecn_cut() as u64;
             self.init_lower_bounds(tcp, self.p.ecn_cuts_bw);
-            ecn_inflight_lo = (self.inflight_lo as u64 * cut >> BBR_SCALE) as u32;
+            ecn_inflight_lo = ((self.inflight_lo as u64 * cut) >> BBR_SCALE) as u32;
             if self.p.ecn_cuts_bw {
-                ecn_bw_lo = self.bw_lo * cut >> BBR_SCALE;
+                ecn_bw_lo = (self.bw_lo * cut) >> BBR_SCALE;
             }
         }
         if self.loss_in_round {
             self.init_lower_bounds(tcp, true);
             let loss_cut = (BBR_UNIT - self.p.beta) as u64;
-            self.bw_lo = self.bw_latest.max(self.bw_lo * loss_cut >> BBR_SCALE);
-            self.inflight_lo = self.inflight_latest.max((self.inflight_lo as u64 * loss_cut >> BBR_SCALE) as u32);
+            self.bw_lo = self.bw_latest.max((self.bw_lo * loss_cut) >> BBR_SCALE);
+            self.inflight_lo = self.inflight_latest.max(((self.inflight_lo as u64 * loss_cut) >> BBR_SCALE) as u32);
         }
         self.inflight_lo = self.inflight_lo.min(ecn_inflight_lo);
         match self.p.version {
@@ -227,7 +227,7 @@ mod tests {
         h.bbr.bw_latest = 100;
         h.bbr.adapt_lower_bounds(&h.tcp);
         assert_eq!(h.bbr.inflight_lo, 200 * 180 / 256);
-        assert_eq!(h.bbr.bw_lo, (16_777u64 * 180 >> 8).max(100));
+        assert_eq!(h.bbr.bw_lo, ((16_777u64 * 180) >> 8));
         // Never below what the latest round delivered.
         h.bbr.inflight_latest = 139;
         h.bbr.adapt_lower_bounds(&h.tcp);

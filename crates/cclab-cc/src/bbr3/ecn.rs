@@ -49,7 +49,7 @@ impl Bbr3 {
         let ce_ratio = ((delivered_ce << BBR_SCALE) / delivered) as u32;
         let gain = p.ecn_alpha_gain;
         // alpha = (1 - g) x alpha + g x ce_ratio
-        let alpha = ((BBR_UNIT - gain) * self.ecn_alpha >> BBR_SCALE) + (gain * ce_ratio >> BBR_SCALE);
+        let alpha = (((BBR_UNIT - gain) * self.ecn_alpha) >> BBR_SCALE) + ((gain * ce_ratio) >> BBR_SCALE);
         self.ecn_alpha = alpha.min(BBR_UNIT);
         self.alpha_last_delivered = tcp.delivered;
         self.alpha_last_delivered_ce = tcp.delivered_ce;
@@ -59,7 +59,7 @@ impl Bbr3 {
 
     /// `bbr_ecn_cut`: 1 - alpha x ecn_factor.
     pub(super) fn ecn_cut(&self) -> u32 {
-        BBR_UNIT - (self.ecn_alpha * self.p.ecn_factor >> BBR_SCALE)
+        BBR_UNIT - ((self.ecn_alpha * self.p.ecn_factor) >> BBR_SCALE)
     }
 
     /// `bbr_check_ecn_too_high_in_startup`: `full_ecn_cnt` consecutive rounds

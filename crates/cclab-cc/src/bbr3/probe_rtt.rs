@@ -61,7 +61,7 @@ impl Bbr3 {
     /// `bbr_check_probe_rtt_done`.
     pub(super) fn check_probe_rtt_done(&mut self, tcp: &mut TcpState) {
         let now = self.jiffies(tcp.now);
-        if !self.probe_rtt_done_stamp.is_some_and(|done| now > done) {
+        if self.probe_rtt_done_stamp.is_none_or(|done| now <= done) {
             return;
         }
         self.probe_rtt_min_stamp = now; // schedule the next PROBE_RTT

@@ -21,7 +21,7 @@ impl Bbr3 {
                 if self.full_bw_now || rs.is_app_limited {
                     return;
                 }
-                let bw_thresh = self.full_bw * p.full_bw_thresh as u64 >> BBR_SCALE;
+                let bw_thresh = (self.full_bw * p.full_bw_thresh as u64) >> BBR_SCALE;
                 if sample_bw >= bw_thresh {
                     self.reset_full_bw();
                     self.full_bw = sample_bw;
@@ -38,7 +38,7 @@ impl Bbr3 {
                 if self.full_bw_reached || !self.round_start || rs.is_app_limited {
                     return;
                 }
-                let bw_thresh = self.full_bw * p.full_bw_thresh as u64 >> BBR_SCALE;
+                let bw_thresh = (self.full_bw * p.full_bw_thresh as u64) >> BBR_SCALE;
                 if self.max_bw() >= bw_thresh {
                     self.full_bw = self.max_bw();
                     self.full_bw_cnt = 0;

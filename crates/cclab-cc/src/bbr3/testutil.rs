@@ -108,7 +108,7 @@ impl Harness {
 
     /// Delivers one ACK through `cong_control`.
     pub fn ack(&mut self, ack: Ack) {
-        self.tcp.now = self.tcp.now + SimDuration::from_micros(ack.advance_us);
+        self.tcp.now += SimDuration::from_micros(ack.advance_us);
         self.tcp.delivered += ack.acked as u64;
         self.tcp.delivered_time = self.tcp.now;
         self.tcp.lost += ack.losses as u64;
