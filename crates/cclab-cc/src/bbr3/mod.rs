@@ -133,6 +133,11 @@ pub struct Bbr3 {
     /// `tp->delivered_ce` at the previous ACK, to tell whether this one
     /// carried ECE (`rs->is_ece`, FLAG_ECE).
     last_delivered_ce: u64,
+    /// `undo_bw_lo`, `undo_inflight_lo`, `undo_inflight_hi`: the loss-adapted
+    /// model when recovery began, restored if it proves spurious.
+    undo_bw_lo: u64,
+    undo_inflight_lo: u32,
+    undo_inflight_hi: u32,
 }
 
 impl Bbr3 {
@@ -195,7 +200,26 @@ impl Bbr3 {
             alpha_last_delivered: 0,
             alpha_last_delivered_ce: 0,
             last_delivered_ce: 0,
+            undo_bw_lo: 0,
+            undo_inflight_lo: 0,
+            undo_inflight_hi: 0,
         }
+    }
+
+    /// `bbr_undo_cwnd`: the loss recovery was spurious; restore the model
+    /// saved when it began and return the cwnd to resume at. Not a trait hook
+    /// yet: the simulated sender never undoes (no DSACK/F-RTO), as for BBRv1.
+    pub fn undo_cwnd(&mut self) -> u32 {
+        match self.p.version {
+            Version::V3 => self.reset_full_bw(),
+            Version::V2Alpha => (self.full_bw, self.full_bw_cnt) = (0, 0),
+        }
+        self.loss_in_round = false;
+        self.bw_lo = self.bw_lo.max(self.undo_bw_lo);
+        self.inflight_lo = self.inflight_lo.max(self.undo_inflight_lo);
+        self.inflight_hi = self.inflight_hi.max(self.undo_inflight_hi);
+        self.try_fast_path = false;
+        self.prior_cwnd
     }
 
     pub fn params(&self) -> &Params {
@@ -374,9 +398,13 @@ impl CongestionControl for Bbr3 {
         self.last_delivered_ce = tcp.delivered_ce;
     }
 
-    /// `bbr_ssthresh`: save cwnd on entering recovery; ssthresh is unused.
+    /// `bbr_ssthresh`: save cwnd and the loss-adapted model on entering
+    /// recovery (for undo); ssthresh itself is unused.
     fn ssthresh(&mut self, tcp: &TcpState) -> u32 {
         self.save_cwnd(tcp);
+        self.undo_bw_lo = self.bw_lo;
+        self.undo_inflight_lo = self.inflight_lo;
+        self.undo_inflight_hi = self.inflight_hi;
         tcp.snd_ssthresh
     }
 
@@ -495,6 +523,21 @@ mod tests {
         let expected = Bbr3::pacing_rate_bytes_per_sec(&h.tcp, 10 * crate::bbr::BW_UNIT / 100_000, 710);
         assert_eq!(h.tcp.pacing_rate_bytes_per_sec, expected);
         assert!(h.bbr.needs_pacing());
+    }
+
+    #[test]
+    fn undoing_a_spurious_recovery_restores_the_bounds_saved_at_its_start() {
+        let mut h = Harness::cruising(Params::V3);
+        h.bbr.inflight_hi = 300;
+        h.tcp.snd_cwnd = 180;
+        assert_eq!(h.bbr.ssthresh(&h.tcp), h.tcp.snd_ssthresh);
+        // The recovery's loss round cut the model.
+        h.bbr.inflight_hi = 150;
+        h.bbr.inflight_lo = 120;
+        h.bbr.bw_lo = 10_000;
+        assert_eq!(h.bbr.undo_cwnd(), 180);
+        assert_eq!(h.bbr.inflight_hi, 300);
+        assert_eq!((h.bbr.inflight_lo, h.bbr.bw_lo), (UNSET, UNSET_BW));
     }
 
     #[test]
