@@ -235,6 +235,21 @@ mod tests {
     }
 
     #[test]
+    fn an_ecn_round_cuts_inflight_lo_by_alpha_over_three_and_only_v2_cuts_bw_lo() {
+        for (p, cuts_bw) in [(Params::V3, false), (Params::V2ALPHA, true)] {
+            let mut h = Harness::cruising(p);
+            h.tcp.snd_cwnd = 200;
+            h.bbr.ecn_eligible = true;
+            h.bbr.ecn_in_round = true;
+            h.bbr.ecn_alpha = 128; // half the packets marked, lately
+            h.bbr.adapt_lower_bounds(&h.tcp);
+            // cut = 1 - 128/256 x 85/256 = 214/256 (85 = 256/3).
+            assert_eq!(h.bbr.inflight_lo, 200 * 214 / 256);
+            assert_eq!(h.bbr.bw_lo != UNSET_BW, cuts_bw, "{:?}", p.version);
+        }
+    }
+
+    #[test]
     fn lower_bounds_are_left_alone_while_probing() {
         let mut h = Harness::cruising(Params::V3);
         h.bbr.cycle_idx = Phase::Refill;
