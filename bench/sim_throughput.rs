@@ -33,6 +33,11 @@ fn main() {
         ("bbr_1g_200ms_100KB_60s", scenario(1000, 200, 100_000, 0.0, 60, &["bbr"])),
         ("cubic_1g_200ms_100KB_60s", scenario(1000, 200, 100_000, 0.0, 60, &["cubic"])),
         ("bbr_100m_100ms_1pct_loss_60s", scenario(100, 100, 10_000_000, 0.01, 60, &["bbr"])),
+        // BBRv3 and BBRv2 on BBRv1's scenarios (BBRv3 should stay within 1.5x of v1's packets/s).
+        ("bbr3_1g_25ms_1bdp_60s", scenario(1000, 25, bdp_1g_25ms, 0.0, 60, &["bbr3"])),
+        ("bbr3_1g_200ms_100KB_60s", scenario(1000, 200, 100_000, 0.0, 60, &["bbr3"])),
+        ("bbr3_100m_100ms_1pct_loss_60s", scenario(100, 100, 10_000_000, 0.01, 60, &["bbr3"])),
+        ("bbr2_1g_25ms_1bdp_60s", scenario(1000, 25, bdp_1g_25ms, 0.0, 60, &["bbr2"])),
         ("100_flows_1g_20ms_60s", scenario(1000, 20, 2 * 2_500_000, 0.0, 60, &hundred)),
     ];
     println!("| scenario | wall s | data packets | packets/s | events/s | goodput Mbit/s (sum) | retrans | peak RSS MiB |");

@@ -7,10 +7,12 @@
 //! random source: time arrives in `TcpState::now`, randomness from a
 //! generator seeded by the simulator.
 //!
-//! One file per algorithm: [`reno`], [`cubic`], [`bbr`] (one file per BBR
-//! state). [`AnyCc`] is the single dispatch enum.
+//! One file per algorithm: [`reno`], [`cubic`], [`bbr`] (BBRv1) and
+//! [`bbr3`] (BBRv3 and BBRv2alpha), one file per BBR state or mechanism.
+//! [`AnyCc`] is the single dispatch enum.
 
 pub mod bbr;
+pub mod bbr3;
 pub mod cubic;
 pub mod hystart;
 pub mod reno;
@@ -84,9 +86,10 @@ pub struct TcpState {
     pub delivered_time: SimTime,
     /// `tp->lost`: packets ever marked lost.
     pub lost: u64,
-    /// `tp->delivered_ce`: packets delivered by ACKs carrying ECE (`tcp_count_delivered`).
+    /// `tp->delivered_ce`: packets delivered by ACKs that carried ECE
+    /// (`tcp_count_delivered`); the TCP's ECN path increments it.
     pub delivered_ce: u64,
-    /// `tp->ecn_flags & TCP_ECN_OK`: both ends negotiated ECN (RFC 3168).
+    /// `tp->ecn_flags & TCP_ECN_OK`: ECN was negotiated on this connection.
     pub ecn_ok: bool,
     /// `tp->app_limited`: 0, or the `delivered` count that ends the current
     /// app-limited period (`tcp_rate_check_app_limited`; BBR sets it on
@@ -172,6 +175,32 @@ pub struct RateSample {
     pub is_retrans: bool,
     /// This ACK was (likely) delayed by the receiver.
     pub is_ack_delayed: bool,
+    /// `rs->tx_in_flight` (google/bbr v3 `tcp_rate.c`): packets in flight when
+    /// the sampled packet was sent (`scb->tx.in_flight`).
+    pub tx_in_flight: u32,
+    /// `rs->lost`: packets marked lost since the sampled packet was sent
+    /// (`tp->lost - scb->tx.lost`).
+    pub lost: u64,
+    /// `rs->delivered_ce`: packets delivered with ECE since the sampled packet
+    /// was sent (`tp->delivered_ce - scb->tx.delivered_ce`).
+    pub delivered_ce: u64,
+}
+
+/// What the TCP tells a CC about a packet it just marked lost (google/bbr v3
+/// `tcp_notify_skb_loss_event` -> `ca_ops->skb_marked_lost`): the packet's
+/// `TCP_SKB_CB(skb)->tx` snapshot. `tcp.lost` already counts it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LostPacket {
+    /// `scb->tx.in_flight`.
+    pub tx_in_flight: u32,
+    /// `scb->tx.lost`.
+    pub tx_lost: u64,
+    /// `scb->tx.delivered_ce`.
+    pub tx_delivered_ce: u64,
+    /// `scb->tx.is_app_limited`.
+    pub is_app_limited: bool,
+    /// `scb->tx.delivered_mstamp != 0` (cleared once the packet was SACKed).
+    pub has_delivered_time: bool,
 }
 
 impl RateSample {
@@ -219,6 +248,13 @@ pub trait CongestionControl {
     fn cong_control(&mut self, _tcp: &mut TcpState, _rs: &RateSample) -> bool {
         false
     }
+    /// `.skb_marked_lost` (google/bbr v3): the TCP just marked `pkt` lost.
+    fn skb_marked_lost(&mut self, _tcp: &TcpState, _pkt: &LostPacket) {}
+    /// The CC's floor on segments per GSO skb (`.min_tso_segs`, or what
+    /// `.tso_segs` implies); `None` for `sysctl_tcp_min_tso_segs`.
+    fn min_tso_segs(&self, _tcp: &TcpState) -> Option<u32> {
+        None
+    }
     /// Whether TCP must pace at `pacing_rate_bytes_per_sec`
     /// (Linux: the CC sets `sk_pacing_status = SK_PACING_NEEDED`, as BBR does).
     fn needs_pacing(&self) -> bool {
@@ -239,6 +275,10 @@ pub enum CcConfig {
     Reno,
     Cubic(cubic::CubicConfig),
     Bbr(bbr::BbrConfig),
+    /// BBRv2 as google/bbr branch v2alpha `tcp_bbr2.c` has it.
+    Bbr2(bbr3::Bbr3Config),
+    /// BBRv3 as google/bbr branch v3 `tcp_bbr.c` has it.
+    Bbr3(bbr3::Bbr3Config),
 }
 
 impl CcConfig {
@@ -248,6 +288,8 @@ impl CcConfig {
             CcConfig::Reno => AnyCc::Reno(reno::Reno::default()),
             CcConfig::Cubic(cfg) => AnyCc::Cubic(cubic::Cubic::new(cfg.clone())),
             CcConfig::Bbr(cfg) => AnyCc::Bbr(Box::new(bbr::Bbr::new(cfg.clone(), seed))),
+            CcConfig::Bbr2(cfg) => AnyCc::Bbr3(Box::new(bbr3::Bbr3::new(bbr3::Params::V2ALPHA, cfg.clone(), seed))),
+            CcConfig::Bbr3(cfg) => AnyCc::Bbr3(Box::new(bbr3::Bbr3::new(bbr3::Params::V3, cfg.clone(), seed))),
         }
     }
 }
@@ -257,6 +299,8 @@ pub enum AnyCc {
     Reno(reno::Reno),
     Cubic(cubic::Cubic),
     Bbr(Box<bbr::Bbr>),
+    /// BBRv2 or BBRv3: one implementation, the version in its parameters.
+    Bbr3(Box<bbr3::Bbr3>),
 }
 
 macro_rules! dispatch {
@@ -265,6 +309,7 @@ macro_rules! dispatch {
             AnyCc::Reno($cc) => $body,
             AnyCc::Cubic($cc) => $body,
             AnyCc::Bbr($cc) => $body,
+            AnyCc::Bbr3($cc) => $body,
         }
     };
 }
@@ -290,6 +335,12 @@ impl CongestionControl for AnyCc {
     }
     fn cong_control(&mut self, tcp: &mut TcpState, rs: &RateSample) -> bool {
         dispatch!(self, cc => cc.cong_control(tcp, rs))
+    }
+    fn skb_marked_lost(&mut self, tcp: &TcpState, pkt: &LostPacket) {
+        dispatch!(self, cc => cc.skb_marked_lost(tcp, pkt))
+    }
+    fn min_tso_segs(&self, tcp: &TcpState) -> Option<u32> {
+        dispatch!(self, cc => cc.min_tso_segs(tcp))
     }
     fn needs_pacing(&self) -> bool {
         dispatch!(self, cc => cc.needs_pacing())

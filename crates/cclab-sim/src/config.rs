@@ -1,7 +1,7 @@
 //! The resolved scenario the simulator consumes (see docs/ARCHITECTURE.md).
 //! Python validates the user's spec and resolves every unit into these integers.
 
-use cclab_cc::{bbr::BbrConfig, cubic::CubicConfig, CcConfig};
+use cclab_cc::{bbr::BbrConfig, bbr3::Bbr3Config, cubic::CubicConfig, CcConfig};
 use cclab_aqm::AqmConfig;
 use serde::Deserialize;
 
@@ -72,13 +72,18 @@ impl FlowConfig {
         match self.cc.as_str() {
             "reno" => Ok(CcConfig::Reno),
             "cubic" => Ok(CcConfig::Cubic(CubicConfig::default())),
-            "bbr" => {
+            "bbr" | "bbr1" => {
                 let mut cfg = BbrConfig::default();
                 if let Some(gain) = self.probe_bw_gain {
                     cfg.probe_bw_gain = gain;
                 }
                 Ok(CcConfig::Bbr(cfg))
             }
+            "bbr2" | "bbr3" if self.probe_bw_gain.is_some() => {
+                Err(format!("flows[{}].probe_bw_gain: only for bbr (v1), not {}", self.flow_id, self.cc))
+            }
+            "bbr2" => Ok(CcConfig::Bbr2(Bbr3Config::default())),
+            "bbr3" => Ok(CcConfig::Bbr3(Bbr3Config::default())),
             other => Err(format!("flows[{}].cc: unknown congestion control {other:?}", self.flow_id)),
         }
     }

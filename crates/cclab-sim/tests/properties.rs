@@ -10,7 +10,7 @@ use proptest::prelude::*;
 
 fn arb_flow(id: u32) -> impl Strategy<Value = FlowConfig> {
     (
-        prop_oneof![Just("reno"), Just("cubic"), Just("bbr")],
+        prop_oneof![Just("reno"), Just("cubic"), Just("bbr"), Just("bbr2"), Just("bbr3")],
         0u64..500,
         prop::option::weighted(0.3, 20_000u64..3_000_000),
         0u64..40,

@@ -18,7 +18,7 @@ fn one_cubic_flow_fills_a_100mbit_20ms_link_with_a_one_bdp_buffer() {
 
 #[test]
 fn every_cc_fills_a_deep_buffered_link() {
-    for cc in ["reno", "cubic", "bbr"] {
+    for cc in ["reno", "cubic", "bbr", "bbr2", "bbr3"] {
         let cfg = config(50, 10, 4 * bdp_bytes(50, 10), 0.0, 10, vec![flow(0, cc)]);
         let r = run_checked(cfg);
         let goodput = r.flows[0].goodput_mbps;

@@ -10,7 +10,7 @@ use crate::{RateSample, SimTime, TcpState};
 /// `bbr_extra_acked_gain`: the allowance is 1 x extra_acked.
 pub(super) const EXTRA_ACKED_GAIN: u32 = BBR_UNIT;
 /// `bbr_extra_acked_win_rtts`: each of the two filter slots covers 5 rounds.
-pub(super) const EXTRA_ACKED_WIN_RTTS: u32 = 5;
+pub(crate) const EXTRA_ACKED_WIN_RTTS: u32 = 5;
 /// `bbr_ack_epoch_acked_reset_thresh`: restart an epoch this old (in packets).
 pub(super) const ACK_EPOCH_ACKED_RESET_THRESH: u32 = 1 << 20;
 /// `bbr_extra_acked_max_us`: the allowance is at most 100 ms at the estimated bw.
@@ -21,7 +21,7 @@ const EXTRA_ACKED_WIN_RTTS_MAX: u32 = 0x1F;
 
 /// The `ack_epoch_*` and `extra_acked*` fields of Linux `struct bbr`.
 #[derive(Clone, Debug, Default)]
-pub(super) struct AckAggregation {
+pub(crate) struct AckAggregation {
     /// `ack_epoch_mstamp`.
     pub(super) epoch_start: SimTime,
     /// `ack_epoch_acked`: packets (S)ACKed since `epoch_start`.
@@ -34,52 +34,68 @@ pub(super) struct AckAggregation {
 
 impl AckAggregation {
     /// An empty filter whose first epoch starts at `now` (`bbr_init`).
-    pub(super) fn new(now: SimTime) -> Self {
+    pub(crate) fn new(now: SimTime) -> Self {
         AckAggregation { epoch_start: now, ..AckAggregation::default() }
     }
 
     /// Restart the epoch (`bbr_cwnd_event` on an idle restart).
-    pub(super) fn restart_epoch(&mut self, now: SimTime) {
+    pub(crate) fn restart_epoch(&mut self, now: SimTime) {
         self.epoch_start = now;
         self.epoch_acked = 0;
     }
 
     /// `bbr_extra_acked`: max over the two windows.
-    pub(super) fn extra_acked(&self) -> u32 {
+    pub(crate) fn extra_acked(&self) -> u32 {
         self.extra_acked[0].max(self.extra_acked[1]) as u32
+    }
+}
+
+impl AckAggregation {
+    /// `bbr_update_ack_aggregation`, given the bandwidth estimate, whether
+    /// this ACK starts a round, and the rounds each filter slot covers
+    /// (BBRv3 uses 1 before the pipe is full).
+    pub(crate) fn update(&mut self, tcp: &TcpState, rs: &RateSample, bw: u64, round_start: bool, win_rtts_thresh: u32) {
+        if rs.acked_sacked == 0 || rs.interval.is_none_or(|i| i.as_micros() == 0) {
+            return;
+        }
+        if round_start {
+            self.win_rtts = (self.win_rtts + 1).min(EXTRA_ACKED_WIN_RTTS_MAX);
+            if self.win_rtts >= win_rtts_thresh {
+                self.win_rtts = 0;
+                self.win_idx ^= 1;
+                self.extra_acked[self.win_idx] = 0;
+            }
+        }
+        // Packets the estimated bw would have delivered over the epoch.
+        let epoch_us = us_delta(tcp.delivered_time, self.epoch_start);
+        let mut expected_acked = (bw * epoch_us / BW_UNIT) as u32;
+        // ACKs at or below the expected rate, or a very old epoch: start anew.
+        if self.epoch_acked <= expected_acked || self.epoch_acked + rs.acked_sacked >= ACK_EPOCH_ACKED_RESET_THRESH {
+            self.epoch_acked = 0;
+            self.epoch_start = tcp.delivered_time;
+            expected_acked = 0;
+        }
+        self.epoch_acked = (self.epoch_acked + rs.acked_sacked).min(ACK_EPOCH_ACKED_MAX);
+        let extra_acked = (self.epoch_acked - expected_acked).min(tcp.snd_cwnd);
+        if extra_acked > self.extra_acked[self.win_idx] as u32 {
+            self.extra_acked[self.win_idx] = extra_acked as u16;
+        }
+    }
+
+    /// `bbr_ack_aggregation_cwnd` without v1's full-pipe gate: the allowance,
+    /// capped at 100 ms worth of the estimated bandwidth `bw`.
+    pub(crate) fn cwnd(&self, bw: u64) -> u32 {
+        let max_aggr_cwnd = (bw * EXTRA_ACKED_MAX_US / BW_UNIT) as u32;
+        let aggr_cwnd = (EXTRA_ACKED_GAIN * self.extra_acked()) >> BBR_SCALE;
+        aggr_cwnd.min(max_aggr_cwnd)
     }
 }
 
 impl Bbr {
     /// `bbr_update_ack_aggregation`.
     pub(super) fn update_ack_aggregation(&mut self, tcp: &TcpState, rs: &RateSample) {
-        if rs.acked_sacked == 0 || rs.interval.is_none_or(|i| i.as_micros() == 0) {
-            return;
-        }
         let bw = self.bw();
-        let agg = &mut self.ack_agg;
-        if self.round_start {
-            agg.win_rtts = (agg.win_rtts + 1).min(EXTRA_ACKED_WIN_RTTS_MAX);
-            if agg.win_rtts >= EXTRA_ACKED_WIN_RTTS {
-                agg.win_rtts = 0;
-                agg.win_idx ^= 1;
-                agg.extra_acked[agg.win_idx] = 0;
-            }
-        }
-        // Packets the estimated bw would have delivered over the epoch.
-        let epoch_us = us_delta(tcp.delivered_time, agg.epoch_start);
-        let mut expected_acked = (bw * epoch_us / BW_UNIT) as u32;
-        // ACKs at or below the expected rate, or a very old epoch: start anew.
-        if agg.epoch_acked <= expected_acked || agg.epoch_acked + rs.acked_sacked >= ACK_EPOCH_ACKED_RESET_THRESH {
-            agg.epoch_acked = 0;
-            agg.epoch_start = tcp.delivered_time;
-            expected_acked = 0;
-        }
-        agg.epoch_acked = (agg.epoch_acked + rs.acked_sacked).min(ACK_EPOCH_ACKED_MAX);
-        let extra_acked = (agg.epoch_acked - expected_acked).min(tcp.snd_cwnd);
-        if extra_acked > agg.extra_acked[agg.win_idx] as u32 {
-            agg.extra_acked[agg.win_idx] = extra_acked as u16;
-        }
+        self.ack_agg.update(tcp, rs, bw, self.round_start, EXTRA_ACKED_WIN_RTTS);
     }
 
     /// `bbr_ack_aggregation_cwnd`: the allowance, once the pipe is full,
@@ -88,9 +104,7 @@ impl Bbr {
         if !self.full_bw_reached {
             return 0;
         }
-        let max_aggr_cwnd = (self.bw() * EXTRA_ACKED_MAX_US / BW_UNIT) as u32;
-        let aggr_cwnd = (EXTRA_ACKED_GAIN * self.ack_agg.extra_acked()) >> BBR_SCALE;
-        aggr_cwnd.min(max_aggr_cwnd)
+        self.ack_agg.cwnd(self.bw())
     }
 }
 

@@ -8,17 +8,17 @@ use crate::{CaState, RateSample, TcpState, INITIAL_CWND_PKTS};
 /// `bbr_min_tso_rate`: below this rate (bit/s) the TSO goal is one segment.
 const MIN_TSO_RATE_BPS: u64 = 1_200_000;
 /// `sk->sk_pacing_shift` default (`sock_init_data`): TSO bursts of ~1 ms of data.
-const PACING_SHIFT: u32 = 10;
+pub(crate) const PACING_SHIFT: u32 = 10;
 /// `GSO_LEGACY_MAX_SIZE - 1 - MAX_TCP_HEADER` (65536 - 1 - 192 on an x86-64
 /// kernel without tunnels or Wi-Fi, like the kernel testbed's). Other configs
 /// have MAX_TCP_HEADER up to 320 B; at MSS 1448 either gives 45 segments.
-const TSO_MAX_BYTES: u64 = 65_536 - 1 - 192;
+pub(crate) const TSO_MAX_BYTES: u64 = 65_536 - 1 - 192;
 /// `bbr_tso_segs_goal` caps the goal at 0x7F segments.
 const TSO_MAX_SEGS: u32 = 0x7f;
 
 impl Bbr {
     /// `bbr_min_tso_segs`: one segment per burst below 1.2 Mbit/s, else two.
-    fn min_tso_segs(tcp: &TcpState) -> u32 {
+    pub(super) fn min_tso_segs(tcp: &TcpState) -> u32 {
         if tcp.pacing_rate_bytes_per_sec < MIN_TSO_RATE_BPS >> 3 {
             1
         } else {

@@ -22,8 +22,8 @@
 //! the windowed max filter `minmax`, and the cwnd arithmetic `cwnd`. This
 //! file holds the per-ACK flow (`bbr_main`), the pacing rate, and the hooks.
 
-mod ack_aggregation;
-mod cwnd;
+pub(crate) mod ack_aggregation;
+pub(crate) mod cwnd;
 mod drain;
 mod lt_bw;
 mod minmax;
@@ -42,22 +42,22 @@ use lt_bw::LtBw;
 use minmax::WindowedMax;
 
 /// `BW_SCALE`: bandwidth is packets per microsecond << 24 (~715 bit/s per unit at 1500 B).
-const BW_SCALE: u32 = 24;
-const BW_UNIT: u64 = 1 << BW_SCALE;
+pub(crate) const BW_SCALE: u32 = 24;
+pub(crate) const BW_UNIT: u64 = 1 << BW_SCALE;
 /// `BBR_SCALE`: gains are fractions of 256.
-const BBR_SCALE: u32 = 8;
-const BBR_UNIT: u32 = 1 << BBR_SCALE;
+pub(crate) const BBR_SCALE: u32 = 8;
+pub(crate) const BBR_UNIT: u32 = 1 << BBR_SCALE;
 
 /// `bbr_bw_rtts` (= CYCLE_LEN + 2): window of the max bandwidth filter, in rounds.
 const BW_FILTER_ROUNDS: u32 = probe_bw::CYCLE_LEN as u32 + 2;
 /// `bbr_pacing_margin_percent`: pace about 1% below the estimated bandwidth.
-const PACING_MARGIN_PERCENT: u64 = 1;
+pub(crate) const PACING_MARGIN_PERCENT: u64 = 1;
 /// `USEC_PER_SEC`.
-const USEC_PER_SEC: u64 = 1_000_000;
+pub(crate) const USEC_PER_SEC: u64 = 1_000_000;
 /// `tcp_min_rtt()` / `min_rtt_us` before any RTT sample (`~0U` in Linux).
-const NO_MIN_RTT_US: u64 = u32::MAX as u64;
+pub(crate) const NO_MIN_RTT_US: u64 = u32::MAX as u64;
 /// Linux `CONFIG_HZ` default (`kernel/Kconfig.hz`), and the kernel testbed's.
-const DEFAULT_HZ: u32 = 250;
+pub(crate) const DEFAULT_HZ: u32 = 250;
 
 /// Parameters of one BBR flow. Defaults are Linux's.
 #[derive(Clone, Debug, PartialEq)]
@@ -98,7 +98,7 @@ impl Mode {
 }
 
 /// The order of `enum tcp_ca_state`, which BBR compares with `<`.
-fn ca_rank(s: CaState) -> u8 {
+pub(crate) fn ca_rank(s: CaState) -> u8 {
     match s {
         CaState::Open => 0,
         CaState::Disorder => 1,
@@ -109,12 +109,12 @@ fn ca_rank(s: CaState) -> u8 {
 }
 
 /// Whole microseconds of a timestamp, as `tp->tcp_mstamp` holds it.
-fn us(t: SimTime) -> u64 {
+pub(crate) fn us(t: SimTime) -> u64 {
     t.as_nanos() / 1_000
 }
 
 /// `tcp_stamp_us_delta(t1, t0)`: microseconds between two stamps, never negative.
-fn us_delta(t1: SimTime, t0: SimTime) -> u64 {
+pub(crate) fn us_delta(t1: SimTime, t0: SimTime) -> u64 {
     us(t1).saturating_sub(us(t0))
 }
 
@@ -386,6 +386,11 @@ impl CongestionControl for Bbr {
         self.set_pacing_rate(tcp, bw, self.pacing_gain);
         self.set_cwnd(tcp, rs, rs.acked_sacked, bw, self.cwnd_gain);
         true
+    }
+
+    /// `bbr_min_tso_segs` (Linux 6.x `.min_tso_segs`).
+    fn min_tso_segs(&self, tcp: &TcpState) -> Option<u32> {
+        Some(Self::min_tso_segs(tcp))
     }
 
     fn needs_pacing(&self) -> bool {

@@ -116,6 +116,7 @@ impl Harness {
             is_app_limited: ack.app_limited,
             is_retrans: false,
             is_ack_delayed: false,
+            ..RateSample::default()
         };
         assert!(self.bbr.cong_control(&mut self.tcp, &rs));
     }

@@ -16,6 +16,14 @@ pub struct TxRecord {
     pub delivered: u64,
     /// `tx.is_app_limited`.
     pub is_app_limited: bool,
+    /// `tx.in_flight` (google/bbr v3 `tcp_set_tx_in_flight`): packets in
+    /// flight once this packet's skb was sent. Set when new data is sent and
+    /// kept across retransmissions, as the v3 kernel sets it in `tcp_write_xmit`.
+    pub in_flight: u32,
+    /// `tx.lost`: `tp->lost` when the packet was first sent (kept likewise).
+    pub lost: u64,
+    /// `tx.delivered_ce`: `tp->delivered_ce` at this (re)transmission.
+    pub delivered_ce: u64,
 }
 
 /// `tp->app_limited` at connection start (Linux sets ~0U in `tcp_init_sock`):
@@ -39,11 +47,15 @@ pub struct SampleBuilder {
     pub last_end_seq: u64,
     pub is_app_limited: bool,
     pub is_retrans: bool,
+    pub tx_in_flight: u32,
+    pub prior_lost: u64,
+    pub prior_delivered_ce: u64,
 }
 
 impl RateSampler {
     /// `tcp_rate_skb_sent`: stamps a packet as it leaves. `packets_out` is the
     /// count before this packet; with nothing outstanding the send phase restarts.
+    /// The caller fills `in_flight` (and keeps `in_flight`/`lost` on a retransmission).
     pub fn on_send(&mut self, now: SimTime, packets_out: u64, tcp: &mut TcpState) -> TxRecord {
         if packets_out == 0 {
             self.first_tx_time = now;
@@ -54,6 +66,9 @@ impl RateSampler {
             delivered_time: Some(tcp.delivered_time),
             delivered: tcp.delivered,
             is_app_limited: tcp.app_limited != 0,
+            in_flight: 0,
+            lost: tcp.lost,
+            delivered_ce: tcp.delivered_ce,
         }
     }
 
@@ -68,6 +83,9 @@ impl RateSampler {
             rs.is_retrans = retransmitted;
             rs.last_end_seq = end_seq;
             rs.last_xmit_time = xmit_time;
+            rs.tx_in_flight = rec.in_flight;
+            rs.prior_lost = rec.lost;
+            rs.prior_delivered_ce = rec.delivered_ce;
             self.first_tx_time = xmit_time;
             // The send phase: from the first packet of its window to this one.
             rs.send_interval = xmit_time.saturating_since(rec.first_tx_time);
@@ -78,14 +96,17 @@ impl RateSampler {
     }
 }
 
-/// `tcp_rate_gen`: completes the sample after an ACK. `delivered_now` is
-/// `tp->delivered` after the ACK. Returns the sample and clears `app_limited`
-/// once the bubble has been delivered.
+/// `tcp_rate_gen`: completes the sample after an ACK. `delivered_now`,
+/// `lost_now` and `delivered_ce_now` are `tp->delivered`, `tp->lost` and
+/// `tp->delivered_ce` after the ACK. Returns the sample and clears
+/// `app_limited` once the bubble has been delivered.
 #[allow(clippy::too_many_arguments)]
 pub fn generate(
     rs: &SampleBuilder,
     now: SimTime,
     delivered_now: u64,
+    lost_now: u64,
+    delivered_ce_now: u64,
     newly_delivered: u32,
     newly_lost: u32,
     prior_in_flight: u32,
@@ -115,6 +136,10 @@ pub fn generate(
     };
     sample.prior_delivered = rs.prior_delivered;
     sample.delivered = delivered_now - rs.prior_delivered;
+    // google/bbr v3 tcp_rate_gen: the loss and CE counts over the same span.
+    sample.tx_in_flight = rs.tx_in_flight;
+    sample.lost = lost_now - rs.prior_lost;
+    sample.delivered_ce = delivered_ce_now - rs.prior_delivered_ce;
     // Sending and ACKing are separate pipeline phases; use the longer so ACK
     // compression cannot inflate the rate.
     let ack_interval = now.saturating_since(prior_time);
@@ -145,7 +170,7 @@ mod tests {
             sampler.on_delivered(rec, SimTime(i as u64 * MS), i as u64, false, false, &mut rs);
         }
         let mut app_limited = 0;
-        let sample = generate(&rs, SimTime(100 * MS), 10, 10, 0, 10, Some(SimDuration(50 * MS)), None, &mut app_limited);
+        let sample = generate(&rs, SimTime(100 * MS), 10, 0, 0, 10, 0, 10, Some(SimDuration(50 * MS)), None, &mut app_limited);
         assert_eq!(sample.delivered, 10);
         // ack interval 100 ms > send interval 9 ms.
         assert_eq!(sample.interval, Some(SimDuration(100 * MS)));
@@ -158,7 +183,7 @@ mod tests {
         let mut rs = SampleBuilder::default();
         sampler.on_delivered(&mut rec, SimTime(0), 0, false, false, &mut rs);
         let mut app_limited = 0;
-        let sample = generate(&rs, SimTime(10 * MS), 1, 1, 0, 1, Some(SimDuration(20 * MS)), None, &mut app_limited);
+        let sample = generate(&rs, SimTime(10 * MS), 1, 0, 0, 1, 0, 1, Some(SimDuration(20 * MS)), None, &mut app_limited);
         assert_eq!(sample.interval, None);
     }
 
@@ -191,9 +216,9 @@ mod tests {
     fn the_first_window_is_app_limited_until_something_is_delivered() {
         let rs = SampleBuilder::default();
         let mut app_limited = APP_LIMITED_UNTIL_FIRST_DELIVERY;
-        generate(&rs, SimTime(0), 0, 0, 0, 1, None, None, &mut app_limited);
+        generate(&rs, SimTime(0), 0, 0, 0, 0, 0, 1, None, None, &mut app_limited);
         assert_eq!(app_limited, APP_LIMITED_UNTIL_FIRST_DELIVERY);
-        generate(&rs, SimTime(0), 1, 1, 0, 1, None, None, &mut app_limited);
+        generate(&rs, SimTime(0), 1, 0, 0, 1, 0, 1, None, None, &mut app_limited);
         assert_eq!(app_limited, 0);
     }
 
@@ -201,9 +226,9 @@ mod tests {
     fn app_limited_clears_once_the_bubble_is_delivered() {
         let rs = SampleBuilder::default();
         let mut app_limited = 50;
-        generate(&rs, SimTime(0), 50, 1, 0, 1, None, None, &mut app_limited);
+        generate(&rs, SimTime(0), 50, 0, 0, 1, 0, 1, None, None, &mut app_limited);
         assert_eq!(app_limited, 50);
-        generate(&rs, SimTime(0), 51, 1, 0, 1, None, None, &mut app_limited);
+        generate(&rs, SimTime(0), 51, 0, 0, 1, 0, 1, None, None, &mut app_limited);
         assert_eq!(app_limited, 0);
     }
 }

@@ -386,7 +386,7 @@ impl TcpSender {
         if newly_delivered > 0 {
             self.tcp.delivered_time = now;
         }
-        let sample = rate::generate(&rs, now, self.tcp.delivered, newly_delivered, newly_lost, prior_in_flight, self.rtt.min_rtt(), ca_rtt, &mut self.tcp.app_limited);
+        let sample = rate::generate(&rs, now, self.tcp.delivered, self.tcp.lost, self.tcp.delivered_ce, newly_delivered, newly_lost, prior_in_flight, self.rtt.min_rtt(), ca_rtt, &mut self.tcp.app_limited);
         self.sync_state(now);
         if self.cc.cong_control(&mut self.tcp, &sample) {
             self.cc_owns_cwnd = true;

@@ -5,7 +5,7 @@ use super::{FlowEvent, TcpSender, XmitTimer, LOST, RETRANS_IN_FLIGHT, SACKED, TC
 use crate::event::EventQueue;
 use crate::tcp::prr::Prr;
 use crate::tcp::rack;
-use cclab_cc::{CaState, CongestionControl, CwndEvent, SimDuration, SimTime, INFINITE_SSTHRESH};
+use cclab_cc::{CaState, CongestionControl, CwndEvent, LostPacket, SimDuration, SimTime, INFINITE_SSTHRESH};
 use std::cmp::Reverse;
 
 impl TcpSender {
@@ -100,13 +100,29 @@ impl TcpSender {
                 self.retrans_out -= 1;
                 self.tcp.lost += 1;
                 self.lost_queue.push(Reverse(seq));
+                self.notify_lost(seq);
             }
         } else {
             seg.flags |= LOST;
             self.lost_out += 1;
             self.tcp.lost += 1;
             self.lost_queue.push(Reverse(seq));
+            self.notify_lost(seq);
         }
+    }
+
+    /// google/bbr v3 `tcp_notify_skb_loss_event`: tell the CC which packet
+    /// was just marked lost (after `tp->lost` counted it).
+    fn notify_lost(&mut self, seq: u64) {
+        let tx = &self.segment(seq).tx;
+        let pkt = LostPacket {
+            tx_in_flight: tx.in_flight,
+            tx_lost: tx.lost,
+            tx_delivered_ce: tx.delivered_ce,
+            is_app_limited: tx.is_app_limited,
+            has_delivered_time: tx.delivered_time.is_some(),
+        };
+        self.cc.skb_marked_lost(&self.tcp, &pkt);
     }
 
     /// Is this time-sorted entry still a live transmission RACK must judge?

@@ -30,9 +30,6 @@ const GSO_MAX_BYTES: u64 = 65_536;
 /// `sysctl_tcp_tso_rtt_log` default: below 2^(9 + 5) us of min_rtt, `tcp_tso_autosize`
 /// allows larger skbs (`gso_max_size >> (min_rtt_us >> 9)`).
 const TSO_RTT_LOG: u32 = 9;
-/// `bbr_min_tso_rate` (bit/s): BBR's `min_tso_segs` hook asks for one segment per skb
-/// below this pacing rate and two above; the only paced CC here is BBR.
-const BBR_MIN_TSO_RATE_BPS: u64 = 1_200_000;
 /// `sysctl_tcp_min_tso_segs` default: the smallest skb of a CC without a `min_tso_segs` hook.
 const TCP_MIN_TSO_SEGS: u32 = 2;
 /// `sysctl_tcp_pacing_ss_ratio` / `sysctl_tcp_pacing_ca_ratio` defaults (percent):
@@ -56,6 +53,13 @@ impl TcpSender {
     pub(super) fn has_new_data(&self) -> bool {
         self.total_segments.is_none_or(|t| self.tcp.snd_nxt < t)
             && self.rwnd_segments.is_none_or(|w| self.packets_out() < w)
+    }
+
+    /// New segments the application and receive window allow now.
+    fn new_data_available(&self) -> u64 {
+        let app = self.total_segments.map_or(u64::MAX, |t| t.saturating_sub(self.tcp.snd_nxt));
+        let rwnd = self.rwnd_segments.map_or(u64::MAX, |w| w.saturating_sub(self.packets_out()));
+        app.min(rwnd)
     }
 
     /// The lowest lost segment not yet retransmitted.
@@ -96,11 +100,7 @@ impl TcpSender {
         if rate == u64::MAX {
             return if self.pacing { 1 } else { TCP_MIN_TSO_SEGS };
         }
-        let min_segs = match self.pacing {
-            true if rate < BBR_MIN_TSO_RATE_BPS / 8 => 1,
-            true => 2,
-            false => TCP_MIN_TSO_SEGS,
-        };
+        let min_segs = if self.pacing { self.cc.min_tso_segs(&self.tcp).unwrap_or(TCP_MIN_TSO_SEGS) } else { TCP_MIN_TSO_SEGS };
         let mut bytes = rate >> PACING_SHIFT;
         // Short paths get larger skbs (`sysctl_tcp_tso_rtt_log`).
         let rtt_shift = self.rtt.min_rtt().map_or(u64::MAX, |r| r.as_micros() >> TSO_RTT_LOG);
@@ -179,6 +179,8 @@ impl TcpSender {
                 break;
             }
             let max_segs = tso_segs.min(quota);
+            // tcp_set_tx_in_flight: in flight once this whole skb is out.
+            let skb_in_flight = self.in_flight() + (max_segs as u64).min(self.new_data_available()) as u32;
             let mut burst_bytes = 0u32;
             let mut prev_seq: Option<u64> = None;
             for _ in 0..max_segs {
@@ -191,7 +193,7 @@ impl TcpSender {
                         }
                         self.lost_queue.pop();
                         let head = seq == self.tcp.snd_una;
-                        burst_bytes += self.emit_segment(now, seq, true, out, queue);
+                        burst_bytes += self.emit_segment(now, seq, true, 0, out, queue);
                         if head && self.xmit_timer_kind != XmitTimer::ReoTimeout {
                             let at = now + self.rto_backed_off();
                             self.arm_xmit_timer(XmitTimer::Rto, at, queue);
@@ -203,7 +205,7 @@ impl TcpSender {
                             break;
                         }
                         let seq = self.tcp.snd_nxt;
-                        burst_bytes += self.emit_segment(now, seq, false, out, queue);
+                        burst_bytes += self.emit_segment(now, seq, false, skb_in_flight, out, queue);
                         sent_new += 1;
                     }
                 }
@@ -235,21 +237,24 @@ impl TcpSender {
 
     /// Sends one segment as its own skb (RTO and loss-probe retransmissions).
     pub(super) fn send_segment(&mut self, now: SimTime, seq: u64, is_retrans: bool, out: &mut Vec<Transmission>, queue: &mut EventQueue) {
-        let bytes = self.emit_segment(now, seq, is_retrans, out, queue);
+        let tx_in_flight = self.in_flight() + 1;
+        let bytes = self.emit_segment(now, seq, is_retrans, tx_in_flight, out, queue);
         self.advance_send_clock(now, bytes);
     }
 
     /// Puts one segment on the wire and does its bookkeeping, leaving the pacing clock
-    /// to the caller (one advance per skb). Returns its payload bytes.
-    fn emit_segment(&mut self, now: SimTime, seq: u64, is_retrans: bool, out: &mut Vec<Transmission>, queue: &mut EventQueue) -> u32 {
+    /// to the caller (one advance per skb). `tx_in_flight` is the skb's
+    /// `tx.in_flight` for new data. Returns its payload bytes.
+    fn emit_segment(&mut self, now: SimTime, seq: u64, is_retrans: bool, tx_in_flight: u32, out: &mut Vec<Transmission>, queue: &mut EventQueue) -> u32 {
         let prior_packets_out = self.packets_out();
         if self.in_flight() == 0 {
             self.sync_state(now);
             self.cc.cwnd_event(&mut self.tcp, CwndEvent::TxStart);
         }
-        let tx = self.rate.on_send(now, prior_packets_out, &mut self.tcp);
+        let mut tx = self.rate.on_send(now, prior_packets_out, &mut self.tcp);
         if is_retrans {
             let seg = self.segment_mut(seq);
+            (tx.in_flight, tx.lost) = (seg.tx.in_flight, seg.tx.lost);
             seg.flags |= RETRANS_IN_FLIGHT | EVER_RETRANS;
             seg.xmit_time = now;
             seg.tx = tx;
@@ -257,6 +262,7 @@ impl TcpSender {
             self.stats.retrans_segments += 1;
         } else {
             debug_assert_eq!(seq, self.tcp.snd_nxt);
+            tx.in_flight = tx_in_flight;
             self.segments.push_back(Segment { xmit_time: now, tx, flags: 0 });
             self.tcp.snd_nxt += 1;
         }
