@@ -14,7 +14,7 @@ RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name C
 INSTALLED := $(VENV)/.installed
 
 
-.PHONY: install system-deps test run
+.PHONY: install system-deps test run recommend-model
 
 install: system-deps $(INSTALLED)
 
@@ -49,3 +49,10 @@ run: install
 	# The main job: the "When to use BBR" study (Cao et al., IMC 2019) on the simulator:
 	# 640 runs + finite-flow runs, figures, decision tree and summary in out/cao2019/.
 	$(VENV)/bin/cclab reproduce cao2019 --out out/cao2019
+
+# Rebuild the model `cclab recommend` ships (python/cclab/data/recommend_model.json): the full
+# cao2019 grid (BBRv1, BBRv2, BBRv3, CUBIC) and the rebbr loss curves on the simulator.
+recommend-model: install
+	$(VENV)/bin/cclab reproduce cao2019 --out out/cao2019
+	$(VENV)/bin/cclab reproduce rebbr --out out/rebbr
+	$(VENV)/bin/python -c "from cclab.analysis.recommend import bundle; bundle('out/cao2019', 'out/rebbr')"

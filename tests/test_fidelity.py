@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +65,7 @@ def test_the_default_set_covers_the_regimes_the_issue_names() -> None:
 
 
 def test_an_unknown_set_is_one_line_naming_the_option() -> None:
-    with pytest.raises(SpecError, match=r"^--set: unknown validation set 'nope'; one of default, quick"):
+    with pytest.raises(SpecError, match=r"^--set: unknown validation set 'nope'; one of default, bbr23, aqm, all, quick"):
         get_set("nope")
 
 
@@ -209,5 +210,34 @@ def test_validate_with_an_unknown_set_is_one_line_and_writes_nothing(tmp_path: P
     out = tmp_path / "validate"
     done = run_cli("validate", "--set", "nope", "--out", out)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == ["error: --set: unknown validation set 'nope'; one of default, quick"]
+    assert done.stderr.strip().splitlines() == ["error: --set: unknown validation set 'nope'; one of default, bbr23, aqm, all, quick"]
     assert not out.exists()
+
+
+def test_the_bbr23_set_covers_one_flow_loss_shallow_mixed_and_several_flows_for_both_versions() -> None:
+    scenarios = {c.name: c.scenario() for c in get_set("bbr23").cases}
+    for bbr in ("bbr2", "bbr3"):
+        alone = [s for s in scenarios.values() if [f.cc for f in s.flows] == [bbr]]
+        assert any(s.bottleneck.loss >= 0.05 for s in alone), "random loss past the 2% threshold"
+        assert any(s.bottleneck.loss == 0 and s.resolve()["bottleneck"]["queue_limit_bytes"] < 0.3 * s.bottleneck.rate_bps * s.bottleneck.rtt_ms / 8e3 for s in alone)
+        assert any(len(s.resolve()["flows"]) >= 2 and {f.cc for f in s.flows} == {bbr} for s in scenarios.values())
+    assert any({f.cc for f in s.flows} == {"bbr3", "cubic"} for s in scenarios.values())
+    assert max(s.bottleneck.rate_mbps for s in scenarios.values()) <= KERNEL_FAITHFUL_RATE_MBPS
+
+
+def test_the_aqm_set_runs_every_queue_discipline_and_ecn_on_and_off() -> None:
+    scenarios = [c.scenario() for c in get_set("aqm").cases]
+    assert {s.bottleneck.aqm for s in scenarios} == {"fifo", "codel", "fq_codel", "pie", "red", "cake"}
+    codel_ecn = [s for s in scenarios if s.bottleneck.aqm == "codel" and s.bottleneck.aqm_params and s.bottleneck.aqm_params.ecn]
+    assert {f.ecn for s in codel_ecn for f in s.flows} == {True, False}
+    assert all(c.regime == "aqm" for c in get_set("aqm").cases)
+
+
+def test_sojourn_agreement_allows_2_ms_or_25_percent() -> None:
+    close = replace(_comparison("x", 0.0, (1, 1)), regime="aqm", sim_sojourn_p50_ms=4.0, kernel_sojourn_p50_ms=5.9)
+    far = replace(close, sim_sojourn_p50_ms=300.0, kernel_sojourn_p50_ms=200.0)
+    near_big = replace(close, sim_sojourn_p50_ms=240.0, kernel_sojourn_p50_ms=200.0)
+    assert close.sojourn_agrees and not far.sojourn_agrees and near_big.sojourn_agrees
+    summary = compare.summarize([close, far])
+    assert summary.sojourn_cases == 2 and summary.sojourn_agreement_share == 0.5
+    assert summary.criteria()[-1][2] is False

@@ -136,3 +136,23 @@ def test_the_bundled_model_answers_the_headline_network_from_its_own_grid():
     cell = grid[(grid.rate_mbps == 500) & (grid.rtt_ms == 200) & (grid.buffer_bytes == 1e5)].iloc[0]
     assert answer.goodput_mbps["bbr"] == cell.goodput_mbps_bbr and answer.goodput_mbps["cubic"] == cell.goodput_mbps_cubic
     assert answer.choice == "BBR" and cell.goodput_mbps_bbr > cell.goodput_mbps_cubic
+
+
+def test_a_later_bbr_version_is_answered_from_its_own_model_and_named_in_the_answer(model):
+    # The same grid with a "BBRv3" that loses everywhere: its own tree must answer CUBIC.
+    table = constructed_grid()
+    table["goodput_mbps_bbr"] = 0.1 * table["rate_mbps"]
+    table["winner"] = "CUBIC"
+    fits = {"paper": dt.fit_tree(table, dt.PAPER_FEATURES), "extended": dt.fit_tree(table, dt.EXTENDED_FEATURES)}
+    with_v3 = {**model, "versions": {"bbr3": model_from_study(table, engine="sim", quick=False, duration_s=60.0, fits=fits)}}
+    assert recommend(with_v3, rate_mbps=1000, rtt_ms=200, buffer_bytes=1e5).choice == "BBR"
+    answer = recommend(with_v3, rate_mbps=1000, rtt_ms=200, buffer_bytes=1e5, bbr="bbr3")
+    assert answer.choice == "CUBIC" and answer.goodput_mbps["bbr"] == pytest.approx(100.0)
+    assert set(answer.leaf_counts) == {"CUBIC"}
+
+
+def test_asking_for_a_bbr_version_the_model_lacks_is_one_line(model):
+    with pytest.raises(SpecError, match=r"--bbr bbr2: this model has no BBRv2 grid"):
+        recommend(model, rate_mbps=100, rtt_ms=50, buffer_bytes=1e7, bbr="bbr2")
+    with pytest.raises(SpecError, match=r"--bbr = 'bbr9' must be one of"):
+        recommend(model, rate_mbps=100, rtt_ms=50, buffer_bytes=1e7, bbr="bbr9")

@@ -92,7 +92,7 @@ def test_a_second_reproduce_reuses_the_finished_runs(cao_quick: Path):
     done = run_cli("reproduce", "cao2019", "--quick", "--out", cao_quick)
     assert done.returncode == 0, done.stderr
     assert {p.name for p in (cao_quick / "runs").iterdir()} == before
-    assert len([p for p in before if not p.startswith(".")]) == 36 + 72
+    assert len([p for p in before if not p.startswith(".")]) == 72 + 72  # 4 CCs x 18 networks; BBRv1 and CUBIC x 2 sizes x 18
 
 
 def test_rebbr_quick_shows_cubic_collapsing_under_loss_while_bbr_holds(tmp_path: Path):
@@ -103,7 +103,7 @@ def test_rebbr_quick_shows_cubic_collapsing_under_loss_while_bbr_holds(tmp_path:
     assert at[("cubic", 0.01)] < 0.1 * at[("cubic", 0.0)]
     assert at[("bbr", 0.01)] > 0.9 * at[("bbr", 0.0)]
     summary = (tmp_path / "summary.md").read_text()
-    assert len(re.findall(r"\*\*(holds|does not hold)\*\*", summary)) == 4
+    assert len(re.findall(r"\*\*(holds|does not hold)\*\*", summary)) == 5
     assert (tmp_path / "figures" / "goodput_vs_loss.svg").exists()
     assert json.loads((tmp_path / "loss_curves.json").read_text())["curves"]["bbr"]["loss"][0] == 0.0
 

@@ -49,12 +49,17 @@ def test_fairness_share_quick_shows_bbr_winning_shallow_and_cubic_deep_buffers(t
     assert (tmp_path / "share_vs_buffer.svg").is_file()
 
 
-def test_kfoury2021_quick_covers_all_six_experiments(tmp_path: Path) -> None:
+def test_kfoury2021_quick_covers_all_eight_experiments_with_every_bbr_version(tmp_path: Path) -> None:
     text = _run_quick("kfoury2021", tmp_path)
-    for heading in ("## A.", "## B.", "## C.", "## D.", "## E.", "## F."):
+    for heading in ("## A.", "## B.", "## C.", "## D.", "## E.", "## F.", "## G.", "## H."):
         assert heading in text
-    assert (tmp_path / "coexistence_heatmap.png").is_file()
-    assert (tmp_path / "many_cdf_bbr_loss1pct.svg").is_file()
+    findings = text.split("## The slides' findings beside ours")[1].split("\n## ")[0]
+    assert len(VERDICT.findall(findings)) >= 10, "every BBRv2 finding of the slides gets a verdict"
+    for bbr in ("bbr", "bbr2", "bbr3"):
+        assert (tmp_path / f"coexistence_heatmap_{bbr}.png").is_file()
+        assert (tmp_path / f"many_cdf_{bbr}_loss1pct.svg").is_file()
+    assert (tmp_path / "aqm_fairness_bbr2.png").is_file() and (tmp_path / "loss_goodput_1bdp.png").is_file()
+    assert "FQ-CoDel w/ ECN" in text and "BBRv3" in text
 
 
 def test_kfoury2021_refuses_the_kernel_engine_before_running_anything(tmp_path: Path) -> None:

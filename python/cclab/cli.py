@@ -74,7 +74,7 @@ def check(spec: SpecArgument) -> None:
 
 @app.command()
 def validate(
-    set_name: Annotated[str, typer.Option("--set", help="validation set: default (37 cases, ~20 min) | quick (3 cases)")] = "default",
+    set_name: Annotated[str, typer.Option("--set", help="validation set: default (37 cases, ~20 min) | bbr23 (BBRv2/v3, ~8 min) | aqm (queue disciplines and ECN, ~6 min) | all | quick (3 cases)")] = "default",
     out: Annotated[Path | None, typer.Option("--out", help="output folder [default: out/validate-<set>]; finished runs there are reused")] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", help="parallel simulator runs [default: all CPUs]; kernel runs go one at a time")] = None,
 ) -> None:
@@ -176,9 +176,10 @@ def recommend(
     buffer: Annotated[str, typer.Option("--buffer", help="bottleneck buffer, e.g. 100KB, 250pkt, 1bdp", show_default=False)],
     loss: Annotated[str, typer.Option("--loss", help="random loss probability, e.g. 0.01 or 1%")] = "0",
     study: Annotated[Path | None, typer.Option("--study", help="a cao2019 study folder [default: the bundled model]")] = None,
+    bbr: Annotated[str, typer.Option("--bbr", help="the BBR to weigh against CUBIC: bbr (BBRv1), bbr2 or bbr3")] = "bbr",
     json_output: Annotated[bool, typer.Option("--json", help="print the answer as one JSON object")] = False,
 ) -> None:
-    """BBR or CUBIC for a network, with expected goodput, retransmissions and confidence."""
+    """BBR (v1, v2 or v3) or CUBIC for a network, with expected goodput, retransmissions and confidence."""
     from cclab.analysis.recommend import load_model, recommend as answer, render
     from cclab.units import parse_duration_ns, parse_rate_bps, parse_size
 
@@ -192,7 +193,7 @@ def recommend(
         loss_probability = _parse_loss(loss)
         model, source = load_model(study)
         query = {"rate_mbps": rate_bps / 1e6, "rtt_ms": rtt_ns / 1e6, "buffer_bytes": float(buffer_bytes), "loss": loss_probability}
-        result = answer(model, **query)
+        result = answer(model, **query, bbr=bbr)
     except CclabError as error:
         _fail(error)
     if json_output:

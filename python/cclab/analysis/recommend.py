@@ -1,5 +1,9 @@
 """`cclab recommend`: BBR or CUBIC for a network, from a stored cao2019 study.
 
+`--bbr` chooses which BBR is weighed against CUBIC: BBRv1 (the paper's, the default), or
+BBRv2 / BBRv3, whose own models (the same grid, that version against CUBIC, its own tree)
+sit under `versions` in the model.
+
 The model (`model.json`, written by the cao2019 study) holds
 - the decision tree, refitted on every network of the grid, as plain JSON
   (`decision_tree.tree_to_dict`): the choice and its confidence (the leaf's purity
@@ -27,8 +31,7 @@ refused.
 The bundled default (`cclab/data/recommend_model.json`) is the simulator's full cao2019
 study plus the rebbr loss curves, built with `bundle()`:
 
-    cclab reproduce cao2019 --out out/cao2019 && cclab reproduce rebbr --out out/rebbr
-    python -c "from cclab.analysis.recommend import bundle; bundle('out/cao2019', 'out/rebbr')"
+    make recommend-model    # cclab reproduce cao2019 and rebbr (full, simulator), then bundle()
 """
 
 from __future__ import annotations
@@ -116,6 +119,24 @@ def load_model(study: str | os.PathLike[str] | None = None) -> tuple[dict[str, A
     return model, f"study {study} (cao2019 on the {model['engine']} engine{', quick subset' if model.get('quick') else ''})"
 
 
+#: The BBR versions a model can weigh against CUBIC ("bbr" is BBRv1).
+BBR_VERSIONS = ("bbr", "bbr2", "bbr3")
+BBR_LABELS = {"bbr": "BBR", "bbr2": "BBRv2", "bbr3": "BBRv3"}
+
+
+def version_model(model: dict[str, Any], bbr: str) -> dict[str, Any]:
+    """The model that weighs `bbr` against CUBIC: the top level for BBRv1, else `versions[bbr]`
+    (with the top level's random-loss curves); one SpecError line if the model lacks it."""
+    if bbr not in BBR_VERSIONS:
+        raise SpecError(f"--bbr = {bbr!r} must be one of {', '.join(BBR_VERSIONS)}")
+    if bbr == "bbr":
+        return model
+    versions = model.get("versions", {})
+    if bbr not in versions:
+        raise SpecError(f"--bbr {bbr}: this model has no {BBR_LABELS[bbr]} grid; rebuild it with `make recommend-model` or rerun cao2019")
+    return {**versions[bbr], "loss_curves": model.get("loss_curves")}
+
+
 @dataclass
 class Recommendation:
     choice: str
@@ -130,6 +151,7 @@ class Recommendation:
     tree_choice: str
     basis: str
     notes: list[str] = field(default_factory=list)
+    bbr: str = "bbr"  # which BBR was weighed against CUBIC
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -171,8 +193,11 @@ def _curve_at(curve: dict[str, list[float]], loss: float) -> float:
     return float(y0 + t * (y1 - y0))
 
 
-def recommend(model: dict[str, Any], *, rate_mbps: float, rtt_ms: float, buffer_bytes: float, loss: float = 0.0) -> Recommendation:
-    """The recommendation for one network; SpecError (one line) outside the studied ranges."""
+def recommend(model: dict[str, Any], *, rate_mbps: float, rtt_ms: float, buffer_bytes: float, loss: float = 0.0, bbr: str = "bbr") -> Recommendation:
+    """The recommendation for one network, `bbr` (a BBR version) or CUBIC; SpecError (one line)
+    outside the studied ranges. The choice is named as BBR_LABELS names `bbr` ("BBR" for v1)."""
+    model = version_model(model, bbr)
+    label = BBR_LABELS[bbr]
     _check_range(model, "rate_mbps", rate_mbps, "--rate", 1.0, "Mbit/s")
     _check_range(model, "rtt_ms", rtt_ms, "--rtt", 1.0, "ms")
     _check_range(model, "buffer_bytes", buffer_bytes, "--buffer", 1e6, "MB")
@@ -180,7 +205,9 @@ def recommend(model: dict[str, Any], *, rate_mbps: float, rtt_ms: float, buffer_
         raise SpecError(f"--loss = {loss:g} must be a probability in [0, 1)")
     nearest = _nearest(model, rate_mbps, rtt_ms, buffer_bytes)
     leaf, path = dt.walk_tree(model["tree"], dt.features_of(rate_mbps, rtt_ms, buffer_bytes))
-    majority = max(leaf["counts"], key=leaf["counts"].get)
+    # Trees label the BBR side "BBR" whatever its version.
+    counts = {(label if name == "BBR" else name): int(n) for name, n in leaf["counts"].items()}
+    majority = max(counts, key=counts.get)
     goodput = {cc: nearest[f"goodput_mbps_{cc}"] for cc in ("bbr", "cubic")}
     notes: list[str] = []
     basis = "decision tree"
@@ -192,12 +219,14 @@ def recommend(model: dict[str, Any], *, rate_mbps: float, rtt_ms: float, buffer_
         studied = max(max(c["loss"]) for c in curves["curves"].values())
         if loss > studied:
             raise SpecError(f"--loss = {loss:g} is above the largest random loss studied ({studied:g})")
-        bbr_curve, cubic_curve = curves["curves"]["bbr"], curves["curves"]["cubic"]
+        if bbr not in curves["curves"]:
+            raise SpecError(f"--loss with --bbr {bbr}: the random-loss curves have no {label}; rerun `cclab reproduce rebbr`")
+        bbr_curve, cubic_curve = curves["curves"][bbr], curves["curves"]["cubic"]
         goodput["bbr"] *= _curve_at(bbr_curve, loss) / _curve_at(bbr_curve, 0.0)
         cubic_ref = _curve_at(cubic_curve, loss)
         if cubic_ref < NOT_LOSS_LIMITED_FRACTION * _curve_at(cubic_curve, 0.0):
             goodput["cubic"] = min(goodput["cubic"], cubic_ref * curves["rtt_ms"] / rtt_ms)
-        choice = "BBR" if goodput["bbr"] > goodput["cubic"] else "CUBIC"
+        choice = label if goodput["bbr"] > goodput["cubic"] else "CUBIC"
         basis = f"random-loss curves measured at {curves['rate_mbps']:g} Mbit/s, {curves['rtt_ms']:g} ms (rebbr), scaled to this network"
         notes.append(
             "with random loss the goodputs are estimates: BBR's loss-free value times its measured fraction at this loss; "
@@ -206,7 +235,7 @@ def recommend(model: dict[str, Any], *, rate_mbps: float, rtt_ms: float, buffer_
         if choice != majority:
             notes.append(f"without loss the tree would choose {majority}")
     else:
-        measured = "BBR" if goodput["bbr"] > goodput["cubic"] else "CUBIC"
+        measured = label if goodput["bbr"] > goodput["cubic"] else "CUBIC"
         if measured != choice:
             notes.append(f"the nearest studied network measured {measured} ahead; the tree generalises over its neighbours")
     return Recommendation(
@@ -216,12 +245,13 @@ def recommend(model: dict[str, Any], *, rate_mbps: float, rtt_ms: float, buffer_
         loss_pct={cc: nearest[f"loss_pct_{cc}"] for cc in ("bbr", "cubic")},
         nearest={key: nearest[key] for key in ("rate_mbps", "rtt_ms", "buffer_bytes")},
         leaf_samples=int(leaf["samples"]),
-        leaf_purity=leaf["counts"][majority] / leaf["samples"],
-        leaf_counts={k: int(v) for k, v in leaf["counts"].items()},
+        leaf_purity=counts[majority] / leaf["samples"],
+        leaf_counts=counts,
         path=path,
         tree_choice=majority,
         basis=basis,
         notes=notes,
+        bbr=bbr,
     )
 
 
@@ -233,13 +263,15 @@ def render(rec: Recommendation, *, rate_mbps: float, rtt_ms: float, buffer_bytes
     """The answer as a few plain lines for a terminal."""
     n = rec.nearest
     duration = model["duration_s"]
+    label = BBR_LABELS[rec.bbr]
+    model = version_model(model, rec.bbr)
     lines = [
         f"recommendation: {rec.choice}   ({rate_mbps:g} Mbit/s, {rtt_ms:g} ms RTT, {_size(buffer_bytes)} buffer, "
         + (f"{loss * 100:g}% random loss)" if loss else "no random loss)"),
-        f"expected goodput: BBR {rec.goodput_mbps['bbr']:.1f} Mbit/s, CUBIC {rec.goodput_mbps['cubic']:.1f} Mbit/s "
+        f"expected goodput: {label} {rec.goodput_mbps['bbr']:.1f} Mbit/s, CUBIC {rec.goodput_mbps['cubic']:.1f} Mbit/s "
         f"(measured at the nearest studied network: {n['rate_mbps']:g} Mbit/s, {n['rtt_ms']:g} ms, {_size(n['buffer_bytes'])}"
         + (", then scaled for loss)" if loss else ")"),
-        f"retransmission cost there: BBR {rec.loss_pct['bbr']:.2f}% of segments sent ({rec.retrans_segments['bbr']:,.0f} in {duration:g} s), "
+        f"retransmission cost there: {label} {rec.loss_pct['bbr']:.2f}% of segments sent ({rec.retrans_segments['bbr']:,.0f} in {duration:g} s), "
         f"CUBIC {rec.loss_pct['cubic']:.2f}% ({rec.retrans_segments['cubic']:,.0f})"
         + (f"; random loss adds about {loss * 100:g}% of segments sent for either" if loss else ""),
         ("confidence: low, an estimate scaled from one network's loss curves; without loss, " if loss else "confidence: ")

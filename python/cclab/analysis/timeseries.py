@@ -23,14 +23,20 @@ from matplotlib.lines import Line2D  # noqa: E402
 from cclab.analysis import fairness, queue  # noqa: E402
 
 #: One colour per CC everywhere (colour-blind-safe Dark2 hues).
-CC_COLORS = {"bbr": "#d95f02", "cubic": "#1b9e77", "reno": "#7570b3"}
+CC_COLORS = {"bbr": "#d95f02", "bbr2": "#e6ab02", "bbr3": "#e7298a", "cubic": "#1b9e77", "reno": "#7570b3"}
 OTHER_COLOR = "#666666"
+#: How figures and tables name each CC ("bbr" is BBRv1).
+CC_LABELS = {"bbr": "BBRv1", "bbr2": "BBRv2", "bbr3": "BBRv3", "cubic": "CUBIC", "reno": "Reno"}
 #: The queue panel draws at most this many bins (mean line, min-max band).
 MAX_QUEUE_POINTS = 2000
 
 
 def cc_color(cc: str) -> str:
     return CC_COLORS.get(str(cc).lower(), OTHER_COLOR)
+
+
+def cc_label(cc: str) -> str:
+    return CC_LABELS.get(str(cc).lower(), str(cc))
 
 
 def save(fig: plt.Figure, stem: Path) -> list[Path]:
@@ -46,7 +52,7 @@ def save(fig: plt.Figure, stem: Path) -> list[Path]:
 
 
 def _cc_legend(ax: plt.Axes, counts: Mapping[str, int]) -> None:
-    handles = [Line2D([], [], color=cc_color(cc), lw=2, label=f"{cc.upper()} ({n} flow{'s' if n != 1 else ''})") for cc, n in counts.items()]
+    handles = [Line2D([], [], color=cc_color(cc), lw=2, label=f"{cc_label(cc)} ({n} flow{'s' if n != 1 else ''})") for cc, n in counts.items()]
     ax.legend(handles=handles, loc="upper right", fontsize=8, framealpha=0.8)
 
 
@@ -89,7 +95,7 @@ def run_timeseries(
         ccs = list(shares.columns)
         ax_share.stackplot(
             shares.index + share_window_s / 2, [shares[c] for c in ccs], colors=[cc_color(c) for c in ccs],
-            labels=[c.upper() for c in ccs], alpha=0.85, step="mid",
+            labels=[cc_label(c) for c in ccs], alpha=0.85, step="mid",
         )  # fmt: skip
         ax_share.legend(loc="upper right", fontsize=8, framealpha=0.8)
     ax_share.set_ylim(0, 1)

@@ -40,6 +40,10 @@ SAWTOOTH_MIN_DROP = 0.2
 SAWTOOTH_WINDOW_S = 0.5
 # The pattern is "visible" with at least this many PROBE_RTTs / teeth in the series.
 MIN_PATTERN_COUNT = 2
+# AQM cases (issue 12): the engines agree on the median queueing delay when they are
+# within 2 ms or 25% of each other.
+SOJOURN_MAX_ERROR_MS = 2.0
+SOJOURN_MAX_ERROR = 0.25
 
 
 @dataclass
@@ -69,6 +73,19 @@ class CaseComparison:
     sim_pattern_count: int | None = None
     kernel_pattern_count: int | None = None
     repetitions: int = 1  # valid kernel runs averaged (the simulator ran the case's repetitions)
+    aqm: str = "fifo"
+    sim_sojourn_p50_ms: float | None = None  # the bottleneck's median per-packet queueing delay
+    kernel_sojourn_p50_ms: float | None = None
+    sim_ce_marks: int | None = None
+    kernel_ce_marks: int | None = None
+
+    @property
+    def sojourn_agrees(self) -> bool | None:
+        """Median queueing delays within SOJOURN_MAX_ERROR_MS or SOJOURN_MAX_ERROR; None without both."""
+        sim, kernel = self.sim_sojourn_p50_ms, self.kernel_sojourn_p50_ms
+        if sim is None or kernel is None or not (np.isfinite(sim) and np.isfinite(kernel)):
+            return None
+        return abs(sim - kernel) <= max(SOJOURN_MAX_ERROR_MS, SOJOURN_MAX_ERROR * kernel)
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,9 +108,15 @@ def _resolved_flows(result: RunResult) -> list[dict[str, Any]]:
     return list(result.spec.get("flows", []))
 
 
+def is_bbr(cc: str) -> bool:
+    """BBRv1 ("bbr"), BBRv2 or BBRv3."""
+    return str(cc).startswith("bbr")
+
+
 def bbr_margin(goodput_by_cc: dict[str, float]) -> float | None:
-    """(BBR - CUBIC) / the larger of the two: > 0 when BBR is ahead; None without both."""
-    bbr, cubic = goodput_by_cc.get("bbr"), goodput_by_cc.get("cubic")
+    """(BBR - CUBIC) / the larger of the two: > 0 when BBR (of any version) is ahead; None without both."""
+    bbrs = [v for cc, v in goodput_by_cc.items() if is_bbr(cc)]
+    bbr, cubic = (sum(bbrs) if bbrs else None), goodput_by_cc.get("cubic")
     if bbr is None or cubic is None:
         return None
     top = max(bbr, cubic)
@@ -166,7 +189,8 @@ def compare_case(case: Case, sims: Sequence[RunResult], kernels: Sequence[RunRes
     kernel_q = _mean([float(run.bottleneck["queue_mean_bytes"]) for run in kernels])
     sim_rtt = _mean([float(run.flows["rtt_mean_ms"].mean()) for run in sims])
     kernel_rtt = _mean([float(run.flows["rtt_mean_ms"].mean()) for run in kernels])
-    mixed = {"bbr", "cubic"} <= set(first.flows["cc"].astype(str))
+    ccs = set(first.flows["cc"].astype(str))
+    mixed = "cubic" in ccs and any(is_bbr(cc) for cc in ccs)
     comparison = CaseComparison(
         case=case.name,
         regime=case.regime,
@@ -192,10 +216,24 @@ def compare_case(case: Case, sims: Sequence[RunResult], kernels: Sequence[RunRes
         pattern=case.shows,
         repetitions=len(kernels),
     )
+    comparison.aqm = str(first.spec.get("bottleneck", {}).get("aqm", {}).get("kind", "fifo"))
+    comparison.sim_sojourn_p50_ms = _mean_of(sims, "sojourn_p50_ms")
+    comparison.kernel_sojourn_p50_ms = _mean_of(kernels, "sojourn_p50_ms")
+    sim_ce, kernel_ce = _mean_of(sims, "ce_marks"), _mean_of(kernels, "ce_marks")
+    comparison.sim_ce_marks = None if sim_ce is None else round(sim_ce)
+    comparison.kernel_ce_marks = None if kernel_ce is None else round(kernel_ce)
     if case.shows:
         comparison.sim_pattern_count = pattern_count(sims[0].flow_series, case.shows)
         comparison.kernel_pattern_count = pattern_count(kernels[0].flow_series, case.shows)
     return comparison
+
+
+def _mean_of(runs: Sequence[RunResult], key: str) -> float | None:
+    """Mean of a bottleneck metric over runs; None when an engine does not report it."""
+    values = [run.bottleneck.get(key) for run in runs]
+    if any(v is None for v in values) or not values:
+        return None
+    return _mean([float(v) for v in values])
 
 
 def _mean_by_cc(runs: Sequence[RunResult]) -> dict[str, float]:
@@ -240,8 +278,9 @@ def winner_checks(comparisons: Sequence[CaseComparison]) -> list[WinnerCheck]:
         if c.pair is not None:
             pairs.setdefault(c.pair, {})[c.case.split("-", 1)[0]] = c
     for pair, members in pairs.items():
-        if {"bbr", "cubic"} <= set(members):
-            bbr, cubic = members["bbr"], members["cubic"]
+        bbrs = [name for name in members if is_bbr(name)]
+        if bbrs and "cubic" in members:
+            bbr, cubic = members[bbrs[0]], members["cubic"]
             sim = bbr_margin({"bbr": bbr.sim_goodput_mbps, "cubic": cubic.sim_goodput_mbps})
             kernel = bbr_margin({"bbr": bbr.kernel_goodput_mbps, "cubic": cubic.kernel_goodput_mbps})
             assert sim is not None and kernel is not None
@@ -261,6 +300,8 @@ class SetSummary:
     queue_median_error_of_limit: float = float("nan")
     rtt_median_error: float = float("nan")
     patterns: list[tuple[str, str, int, int]] = field(default_factory=list)  # case, pattern, sim, kernel
+    sojourn_cases: int = 0  # AQM cases where both engines report queueing delay
+    sojourn_agreement_share: float = float("nan")
 
     def criteria(self) -> list[tuple[str, str, bool]]:
         """(criterion, measured, met) for each of the issue's acceptance figures."""
@@ -283,6 +324,11 @@ class SetSummary:
                 "; ".join(f"{case} {pattern} sim {s} kernel {k}" for case, pattern, s, k in self.patterns) or "no case",
                 pattern_ok,
             ),
+            (
+                f"median queueing delay within {SOJOURN_MAX_ERROR_MS:g} ms or {SOJOURN_MAX_ERROR:.0%} (AQM cases)",
+                f"{self.sojourn_agreement_share:.0%} of {self.sojourn_cases}" if self.sojourn_cases else "no AQM case",
+                bool(self.sojourn_cases) and self.sojourn_agreement_share == 1.0,
+            ),
         ]
 
 
@@ -290,6 +336,7 @@ def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
     errors = np.array([c.goodput_error for c in comparisons], dtype=float)
     retrans = [c.retrans_within_factor for c in comparisons if c.retrans_within_factor is not None]
     checks = winner_checks(comparisons)
+    sojourn = [c.sojourn_agrees for c in comparisons if c.regime == "aqm" and c.sojourn_agrees is not None]
     return SetSummary(
         cases=len(comparisons),
         goodput_median_error=float(np.median(errors)) if len(errors) else float("nan"),
@@ -301,6 +348,8 @@ def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
         queue_median_error_of_limit=float(np.nanmedian([c.queue_error_of_limit for c in comparisons])) if comparisons else float("nan"),
         rtt_median_error=float(np.nanmedian([c.rtt_error for c in comparisons])) if comparisons else float("nan"),
         patterns=[(c.case, c.pattern, c.sim_pattern_count or 0, c.kernel_pattern_count or 0) for c in comparisons if c.pattern],
+        sojourn_cases=len(sojourn),
+        sojourn_agreement_share=float(np.mean(sojourn)) if sojourn else float("nan"),
     )
 
 

@@ -80,6 +80,25 @@ def write_report(report: ValidationReport, shown: dict[str, dict[str, RunResult]
         "",
         markdown_table(["pair or case", "sim", "kernel", "agree"], [(w.name, w.sim, w.kernel, "yes" if w.agrees else "**no**") for w in summary.winner_checks]),
     ]
+    aqm_cases = [c for c in report.comparisons if c.regime == "aqm"]
+    if aqm_cases:
+        lines += [
+            "",
+            "## Queue disciplines",
+            "",
+            "Median per-packet queueing delay at the bottleneck and CE marks on each engine; they agree when within "
+            "2 ms or 25%. The kernel engine's queue is the kernel's qdisc where it has one, else cclab's own "
+            "(the run's provenance says which).",
+            "",
+            markdown_table(
+                ["case", "queue", "sojourn p50 sim / kernel (ms)", "agree", "CE marks sim / kernel", "goodput error"],
+                [
+                    (c.case, c.aqm, f"{fmt(c.sim_sojourn_p50_ms, 2)} / {fmt(c.kernel_sojourn_p50_ms, 2)}",
+                     {True: "yes", False: "**no**", None: "–"}[c.sojourn_agrees], f"{c.sim_ce_marks} / {c.kernel_ce_marks}", _pct(c.goodput_error))
+                    for c in aqm_cases
+                ],
+            ),
+        ]  # fmt: skip
     if report.excluded:
         lines += ["", "## Left out", "", *[f"- {line}" for line in report.excluded]]
     path = report.summary_path

@@ -61,22 +61,29 @@ def _spec(
     flows: list[dict[str, Any]],
     duration_s: float,
     loss: float = 0.0,
+    aqm: str = "fifo",
+    aqm_params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    bottleneck: dict[str, Any] = {"rate_mbps": rate_mbps, "rtt_ms": rtt_ms, "buffer": buffer, "loss": loss, "aqm": aqm}
+    if aqm_params:
+        bottleneck["aqm_params"] = aqm_params
     return {
         "duration_s": duration_s,
         "seed": 1,
-        "bottleneck": {"rate_mbps": rate_mbps, "rtt_ms": rtt_ms, "buffer": buffer, "loss": loss},
+        "bottleneck": bottleneck,
         "flows": flows,
         "output": {"flow_sample_interval_ms": FLOW_SAMPLE_INTERVAL_MS, "queue_sample_interval_ms": QUEUE_SAMPLE_INTERVAL_MS},
     }
 
 
-def _pair(regime: str, label: str, *, shows: dict[str, str] | None = None, repetitions: int = 1, **network: Any) -> list[Case]:
-    """The same one-flow network with BBR and with CUBIC."""
+def _pair(
+    regime: str, label: str, *, shows: dict[str, str] | None = None, repetitions: int = 1, bbr: str = "bbr", **network: Any
+) -> list[Case]:
+    """The same one-flow network with a BBR (`bbr`, BBRv1 by default) and with CUBIC."""
     shows = shows or {}
     return [
         Case(f"{cc}-{label}", regime, _spec(flows=[{"cc": cc}], **network), pair=label, shows=shows.get(cc), repetitions=repetitions)
-        for cc in ("bbr", "cubic")
+        for cc in (bbr, "cubic")
     ]
 
 
@@ -152,6 +159,55 @@ def default_set() -> ValidationSet:
     return ValidationSet("default", "the seeds' regimes at rates the kernel engine emulates faithfully here", cases)
 
 
+def bbr_v2_v3_set() -> ValidationSet:
+    """BBRv2 and BBRv3 (the kernel engine runs them as BPF ports here): a single flow, random
+    loss past their 2% threshold, a shallow buffer, mixed with CUBIC and several flows."""
+    cases: list[Case] = []
+    for bbr in ("bbr3", "bbr2"):
+        cases += _pair("bbr23", f"{bbr}-50M-40ms-1bdp", bbr=bbr, rate_mbps=50, rtt_ms=40, buffer="1bdp", duration_s=20)
+        cases.append(Case(f"{bbr}-50M-40ms-0.25bdp", "bbr23", _spec(flows=[{"cc": bbr}], rate_mbps=50, rtt_ms=40, buffer="0.25bdp", duration_s=15)))
+        for loss in (0.01, 0.05):
+            cases.append(Case(
+                f"{bbr}-50M-20ms-{_pct(loss)}", "bbr23",
+                _spec(flows=[{"cc": bbr}], rate_mbps=50, rtt_ms=20, buffer="1bdp", loss=loss, duration_s=10), repetitions=LOSS_REPETITIONS,
+            ))  # fmt: skip
+    flows_net = {"rate_mbps": 50, "rtt_ms": 20, "duration_s": 15}
+    cases += [
+        Case("bbr3+cubic-50M-20ms-1bdp", "bbr23", _spec(flows=[{"cc": "bbr3"}, {"cc": "cubic"}], buffer="1bdp", **flows_net)),
+        Case("bbr3+cubic-50M-20ms-5bdp", "bbr23", _spec(flows=[{"cc": "bbr3"}, {"cc": "cubic"}], buffer="5bdp", **flows_net)),
+        Case("4bbr3-50M-20ms-0.25bdp", "bbr23", _spec(flows=[{"cc": "bbr3", "count": 4}], buffer="0.25bdp", **flows_net)),
+        Case("2bbr3-50M-20ms-1bdp", "bbr23", _spec(flows=[{"cc": "bbr3", "count": 2}], buffer="1bdp", **flows_net)),
+        Case("2bbr2-50M-20ms-1bdp", "bbr23", _spec(flows=[{"cc": "bbr2", "count": 2}], buffer="1bdp", **flows_net)),
+    ]
+    return ValidationSet("bbr23", "BBRv2 and BBRv3: one flow, random loss, shallow buffer, mixed with CUBIC, several flows", cases)
+
+
+def aqm_set() -> ValidationSet:
+    """Every queue discipline with a CUBIC flow in a bloated buffer (issue 12's bufferbloat case),
+    ECN marking against dropping, and flow isolation of a BBR and a CUBIC flow."""
+    cases: list[Case] = []
+    bloat = {"rate_mbps": 100, "rtt_ms": 20, "buffer": "10bdp", "duration_s": 20}
+    for aqm in ("fifo", "codel", "fq_codel", "pie", "red", "cake"):
+        cases.append(Case(f"cubic-100M-20ms-10bdp-{aqm}", "aqm", _spec(flows=[{"cc": "cubic"}], aqm=aqm, **bloat)))
+    ecn_net = {"rate_mbps": 50, "rtt_ms": 20, "buffer": "10bdp", "duration_s": 15}
+    for ecn in (False, True):
+        label = "ecn" if ecn else "noecn"
+        cases.append(Case(f"cubic-{label}-50M-20ms-codel-ecn", "aqm",
+                          _spec(flows=[{"cc": "cubic", "ecn": ecn}], aqm="codel", aqm_params={"ecn": True}, **ecn_net)))  # fmt: skip
+    cases.append(Case("cubic-ecn-50M-20ms-fq_codel", "aqm", _spec(flows=[{"cc": "cubic", "ecn": True}], aqm="fq_codel", **ecn_net)))
+    iso = {"rate_mbps": 50, "rtt_ms": 40, "buffer": "5bdp", "duration_s": 20}
+    for aqm in ("fifo", "fq_codel", "cake"):
+        cases.append(Case(f"bbr+cubic-50M-40ms-5bdp-{aqm}", "aqm", _spec(flows=[{"cc": "bbr"}, {"cc": "cubic"}], aqm=aqm, **iso)))
+    cases.append(Case("bbr3+cubic-ecn-50M-40ms-5bdp-fq_codel", "aqm",
+                      _spec(flows=[{"cc": "bbr3", "ecn": True}, {"cc": "cubic", "ecn": True}], aqm="fq_codel", **iso)))  # fmt: skip
+    return ValidationSet("aqm", "queue disciplines and ECN: bufferbloat under each AQM, ECN vs drops, flow isolation", cases)
+
+
+def all_set() -> ValidationSet:
+    sets = (default_set(), bbr_v2_v3_set(), aqm_set())
+    return ValidationSet("all", "the default, bbr23 and aqm sets together", [case for s in sets for case in s.cases])
+
+
 def quick_set() -> ValidationSet:
     """Three short cases (a pair, and a mixed case run twice): the command end to end in under a minute."""
     network = {"rate_mbps": 20, "rtt_ms": 20, "buffer": "1bdp", "duration_s": 4}
@@ -160,7 +216,7 @@ def quick_set() -> ValidationSet:
     return ValidationSet("quick", "three 4 s cases: a smoke test of the method", cases)
 
 
-SETS = {"default": default_set, "quick": quick_set}
+SETS = {"default": default_set, "bbr23": bbr_v2_v3_set, "aqm": aqm_set, "all": all_set, "quick": quick_set}
 
 
 def get_set(name: str) -> ValidationSet:

@@ -1,11 +1,13 @@
 """When to use BBR (Cao et al., IMC 2019, section 4.1), with the replication of Datta and
 Fund (IMC 2023).
 
-One flow for 60 s over 8 RTTs x 8 rates x 5 buffers, once with BBR and once with CUBIC
-(640 runs), then finite 10 MB and 100 MB flows over the same grid for flow completion
-times (LatDec). The study writes goodput-gain, retransmission, utilization, LatDec and
-buffer/BDP heatmaps, the decision tree, `summary.md` beside the paper's numbers, and
-`model.json`, the model `cclab recommend --study DIR` answers from.
+One flow for 60 s over 8 RTTs x 8 rates x 5 buffers, once with each of BBRv1 (the
+paper's BBR), BBRv2, BBRv3 and CUBIC (1280 runs), then finite 10 MB and 100 MB flows of
+BBRv1 and CUBIC over the same grid for flow completion times (LatDec). The study writes
+goodput-gain, retransmission, utilization, LatDec and buffer/BDP heatmaps, the decision
+tree, `summary.md` beside the paper's numbers (BBRv1), a section setting BBRv2 and BBRv3
+beside it (Datta and Fund's buffer/BDP view with a column per version), and `model.json`,
+the model `cclab recommend --study DIR [--bbr bbr3]` answers from.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from cclab.analysis import decision_tree as dt
 from cclab.analysis.figures import draw_heatmap, heatmap_figure, new_figure, pivot
 from cclab.analysis.loss import loss_pct
 from cclab.analysis.recommend import MODEL_FILE, model_from_study
+from cclab.analysis.timeseries import cc_label
 from cclab.studies._common import (
     STUDY_FLOW_SAMPLE_INTERVAL_MS,
     STUDY_QUEUE_SAMPLE_INTERVAL_MS,
@@ -43,6 +46,8 @@ RTTS_MS = (5, 10, 25, 50, 75, 100, 150, 200)
 RATES_MBPS = (10, 20, 50, 100, 250, 500, 750, 1000)
 BUFFERS = ("100KB", "1MB", "10MB", "20MB", "50MB")
 FLOW_SIZES = ("10MB", "100MB")
+# "bbr" is BBRv1, the paper's; each later version gets its own paired table and tree.
+BBR_VERSIONS = ("bbr", "bbr2", "bbr3")
 DURATION_S = 60.0
 QUICK_RTTS_MS = (10, 50, 200)
 QUICK_RATES_MBPS = (10, 100, 500)
@@ -82,12 +87,12 @@ def _base(duration_s: float) -> dict[str, Any]:
     }
 
 
-def _axes(quick: bool) -> dict[str, list[Any]]:
+def _axes(quick: bool, ccs: tuple[str, ...] = (*BBR_VERSIONS, "cubic")) -> dict[str, list[Any]]:
     return {
         "bottleneck.rate_mbps": list(QUICK_RATES_MBPS if quick else RATES_MBPS),
         "bottleneck.rtt_ms": list(QUICK_RTTS_MS if quick else RTTS_MS),
         "bottleneck.buffer": list(QUICK_BUFFERS if quick else BUFFERS),
-        "flows.0.cc": ["bbr", "cubic"],
+        "flows.0.cc": list(ccs),
     }
 
 
@@ -105,15 +110,22 @@ def latency_sweep(quick: bool = False) -> Sweep:
     return Sweep(
         name=f"{NAME}-latency",
         base=_base(FINITE_MAX_DURATION_S),
-        axes={**_axes(quick), "flows.0.size": list(FLOW_SIZES)},
+        axes={**_axes(quick, ("bbr", "cubic")), "flows.0.size": list(FLOW_SIZES)},
         flow_sample_interval_ms=STUDY_FLOW_SAMPLE_INTERVAL_MS,
         queue_sample_interval_ms=STUDY_QUEUE_SAMPLE_INTERVAL_MS,
     )
 
 
-def goodput_table(flows: pd.DataFrame) -> pd.DataFrame:
-    """The paired BBR/CUBIC table with each CC's loss percentage."""
-    table = dt.paired_table(flows)
+def as_version(flows: pd.DataFrame, version: str) -> pd.DataFrame:
+    """The rows of `version` and CUBIC, with `version` named "bbr": the paired table and the
+    tree then compare that BBR with CUBIC exactly as they do BBRv1."""
+    cc = flows["cc"].astype(str)
+    return flows[cc.isin([version, "cubic"])].assign(cc=cc.replace({version: "bbr"}))
+
+
+def goodput_table(flows: pd.DataFrame, version: str = "bbr") -> pd.DataFrame:
+    """The paired table of `version` (BBRv1 by default) against CUBIC with each CC's loss percentage."""
+    table = dt.paired_table(as_version(flows, version))
     for cc in ("bbr", "cubic"):
         table[f"loss_pct_{cc}"] = loss_pct(table[f"retrans_segments_{cc}"], table[f"data_segments_sent_{cc}"])
     return table
@@ -285,29 +297,40 @@ def latdec_figure(latency: pd.DataFrame, scenario: str) -> Any:
     return figure
 
 
-def ratio_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Medians per buffer/BDP bin: utilization and loss of each CC, and GpGain."""
+def ratio_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Medians per buffer/BDP bin of each CC's utilization and loss and each BBR version's
+    GpGain over CUBIC (`tables`: version -> its paired table; CUBIC's from BBRv1's)."""
     labels = [f"{lo:g}-{hi:g}" if np.isfinite(hi) else f">{lo:g}" for lo, hi in zip(RATIO_EDGES[:-1], RATIO_EDGES[1:], strict=True)]
-    binned = table.assign(ratio_bin=pd.cut(table["buffer_bdp"], bins=list(RATIO_EDGES), labels=labels, right=False))
+    keys = list(dt.NETWORK_KEYS)
+    base = tables["bbr"]
+    merged = base[[*keys, "buffer_bdp", "bottleneck_utilization_cubic", "loss_pct_cubic"]].rename(
+        columns={"bottleneck_utilization_cubic": "util_cubic", "loss_pct_cubic": "loss_cubic"})
+    for version, table in tables.items():
+        part = table[[*keys, "bottleneck_utilization_bbr", "loss_pct_bbr", "gain_pct"]].rename(
+            columns={"bottleneck_utilization_bbr": f"util_{version}", "loss_pct_bbr": f"loss_{version}", "gain_pct": f"gain_{version}"})
+        merged = merged.merge(part, on=keys, how="left")
+    binned = merged.assign(ratio_bin=pd.cut(merged["buffer_bdp"], bins=list(RATIO_EDGES), labels=labels, right=False))
     rows = []
     for name, group in binned.groupby("ratio_bin", observed=True):
-        rows.append({
-            "ratio_bin": str(name), "cells": len(group),
-            "util_bbr": group["bottleneck_utilization_bbr"].median() * 100, "util_cubic": group["bottleneck_utilization_cubic"].median() * 100,
-            "loss_bbr": group["loss_pct_bbr"].median(), "loss_cubic": group["loss_pct_cubic"].median(),
-            "gain": group["gain_pct"].median(),
-        })
+        row: dict[str, Any] = {"ratio_bin": str(name), "cells": len(group)}
+        for cc in (*tables, "cubic"):
+            row[f"util_{cc}"] = group[f"util_{cc}"].median() * 100
+            row[f"loss_{cc}"] = group[f"loss_{cc}"].median()
+        for version in tables:
+            row[f"gain_{version}"] = group[f"gain_{version}"].median()
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def ratio_figure(ratios: pd.DataFrame, scenario: str) -> Any:
-    figure = new_figure(11.0, 9.0)
+def ratio_figure(ratios: pd.DataFrame, versions: tuple[str, ...], scenario: str) -> Any:
+    figure = new_figure(11.0, 11.0)
     axes = [figure.add_subplot(3, 1, i + 1) for i in range(3)]
     columns = list(ratios["ratio_bin"])
+    ccs = (*versions, "cubic")
     specs = [
-        (["util_bbr", "util_cubic"], ["BBR", "CUBIC"], "sequential", (0, 100), "median link utilization (%)"),
-        (["loss_bbr", "loss_cubic"], ["BBR", "CUBIC"], "log", None, "median retransmissions / segments sent (%, log)"),
-        (["gain"], ["GpGain"], "diverging", None, "median GpGain (BBR - CUBIC)/CUBIC (%)"),
+        ([f"util_{cc}" for cc in ccs], [cc_label(cc) for cc in ccs], "sequential", (0, 100), "median link utilization (%)"),
+        ([f"loss_{cc}" for cc in ccs], [cc_label(cc) for cc in ccs], "log", None, "median retransmissions / segments sent (%, log)"),
+        ([f"gain_{v}" for v in versions], [f"{cc_label(v)} over CUBIC" for v in versions], "diverging", None, "median GpGain (BBR - CUBIC)/CUBIC (%)"),
     ]
     for ax, (cols, names, kind, limits, label) in zip(axes, specs, strict=True):
         grid = pd.DataFrame([ratios[c].to_numpy() for c in cols], index=names, columns=columns)
@@ -317,6 +340,21 @@ def ratio_figure(ratios: pd.DataFrame, scenario: str) -> Any:
         ax.set_yticks(range(len(names)), names)
         ax.set_xticks(range(len(columns)), columns)
     return figure
+
+
+def version_rows(tables: dict[str, pd.DataFrame], fits: dict[str, dict[str, dt.TreeFit]]) -> list[list[str]]:
+    """One summary row per BBR version against CUBIC over the same grid."""
+    rows = []
+    for version, table in tables.items():
+        shallow = table[table["buffer_bytes"] == SHALLOW_BYTES]
+        deep = table[table["buffer_bytes"] == DEEP_BYTES]
+        best = max(fits[version].values(), key=lambda fit: fit.cv_mean)
+        rows.append([
+            cc_label(version), pct(float((table["winner"] == "BBR").mean()), 0),
+            f"{fmt(shallow['gain_pct'].median())}%", f"{fmt(deep['gain_pct'].median())}%",
+            f"{fmt(_mean(shallow['loss_pct_bbr']), 2)}%", f"{fmt(_mean(deep['loss_pct_bbr']), 2)}%", pct(best.cv_mean),
+        ])
+    return rows
 
 
 # ---- the study ----------------------------------------------------------------------------
@@ -366,10 +404,23 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
         "tree_extended": save(dt.tree_figure(extended_fit, f"Decision tree with BDP and buffer/BDP features - 75% training split - {scenario}"), out_dir, "decision_tree_extended"),
         "latdec": save(latdec_figure(latency, f"{engine} engine"), out_dir, "latdec") if len(latency) else "",
     }
-    ratios = ratio_table(table)
-    links["ratio"] = save(ratio_figure(ratios, scenario), out_dir, "buffer_bdp")
+    tables = {"bbr": table}
+    fits = {"bbr": {"paper": paper_fit, "extended": extended_fit}}
+    for version in BBR_VERSIONS[1:]:
+        tables[version] = goodput_table(flows, version)
+        tables[version].to_csv(out_dir / f"goodput_{version}.csv", index=False)
+        fits[version] = {"paper": dt.fit_tree(tables[version], dt.PAPER_FEATURES), "extended": dt.fit_tree(tables[version], dt.EXTENDED_FEATURES)}
+        links[f"gain_100KB_{version}"] = save(
+            gain_figure(tables[version], SHALLOW_BYTES, f"100 KB ({cc_label(version)})", scenario), out_dir, f"gain_100KB_{version}")
+    ratios = ratio_table(tables)
+    links["ratio"] = save(ratio_figure(ratios, BBR_VERSIONS, scenario), out_dir, "buffer_bdp")
 
-    model = model_from_study(table, engine=engine, quick=quick, duration_s=float(duration), fits={"paper": paper_fit, "extended": extended_fit})
+    def version_model(version: str) -> dict[str, Any]:
+        return model_from_study(tables[version], engine=engine, quick=quick, duration_s=float(duration), fits=fits[version])
+
+    model = version_model("bbr")
+    # `cclab recommend --bbr bbr3` answers from these: the same grid, that version against CUBIC.
+    model["versions"] = {version: version_model(version) for version in BBR_VERSIONS[1:]}
     (out_dir / MODEL_FILE).write_text(json.dumps(model, indent=1, allow_nan=False) + "\n", encoding="utf-8")
 
     results = findings(table, paper_fit, latency, ours)
@@ -404,10 +455,21 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
             "## Link utilization\n\n" + links["utilization"],
             "## Flow completion time (LatDec)\n\n"
             + ("Finite 10 MB and 100 MB flows over the same grid; completion time is from the flow's start to its last byte delivered.\n\n" + links["latdec"] if links["latdec"] else "No finite-flow runs."),
+            "## BBRv2 and BBRv3 beside BBRv1\n\n"
+            "The paper compares BBRv1 with CUBIC; the same grid with google/bbr's v2alpha and v3, each against CUBIC "
+            "(GpGain = (that BBR - CUBIC) / CUBIC; its tree built the same way).\n\n"
+            + markdown_table(
+                ["BBR", "networks it beats CUBIC", "median GpGain 100 KB", "median GpGain 10 MB", "mean loss 100 KB", "mean loss 10 MB", "tree CV mean"],
+                version_rows(tables, fits),
+            )
+            + "\n\n" + "\n\n".join(links[f"gain_100KB_{v}"] for v in BBR_VERSIONS[1:]),
             "## Buffer as a ratio of BDP (all buffers)\n\n"
             + markdown_table(
-                ["buffer/BDP", "cells", "BBR util %", "CUBIC util %", "BBR loss %", "CUBIC loss %", "median GpGain %"],
-                [[r.ratio_bin, r.cells, fmt(r.util_bbr), fmt(r.util_cubic), fmt(r.loss_bbr, 2), fmt(r.loss_cubic, 2), fmt(r.gain)] for r in ratios.itertuples()],
+                ["buffer/BDP", "cells", *(f"{cc_label(cc)} util %" for cc in (*BBR_VERSIONS, "cubic")),
+                 *(f"{cc_label(cc)} loss %" for cc in (*BBR_VERSIONS, "cubic")), *(f"{cc_label(v)} GpGain %" for v in BBR_VERSIONS)],
+                [[r["ratio_bin"], r["cells"], *(fmt(r[f"util_{cc}"]) for cc in (*BBR_VERSIONS, "cubic")),
+                  *(fmt(r[f"loss_{cc}"], 2) for cc in (*BBR_VERSIONS, "cubic")), *(fmt(r[f"gain_{v}"]) for v in BBR_VERSIONS)]
+                 for r in ratios.to_dict("records")],
             )
             + "\n\n" + links["ratio"],
         ]

@@ -1,0 +1,72 @@
+"""What the Kfoury study runs (full and quick) and the pieces its experiments share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cclab.analysis.timeseries import cc_label
+from cclab.studies._manyflows import verdict
+
+RATE_MBPS = 1000
+WARMUP_S = 5.0
+#: The BBR versions the study compares ("bbr" is BBRv1).
+BBRS = ("bbr", "bbr2", "bbr3")
+ALL_CCS = (*BBRS, "cubic")
+#: 1 Gbit/s x 1448/1514 (goodput ceiling) shared by 100 flows.
+FAIR_SHARE_MBPS = RATE_MBPS * 1448 / 1514 / 100
+
+
+@dataclass(frozen=True)
+class Plan:
+    duration_s: float
+    many_buffers: tuple[float, ...]
+    many_losses: tuple[float, ...]
+    heat_buffers: tuple[float, ...]
+    heat_losses: tuple[float, ...]
+    rtt_buffers: tuple[float, ...]
+    retrans_flows: tuple[int, ...]
+    delay_flows: tuple[int, ...]
+    fct_buffers: tuple[float, ...]
+    fct_size: str
+    fct_duration_s: float
+    loss_rates: tuple[float, ...]
+    loss_buffers: tuple[float, ...]
+    #: (BBR flows, CUBIC flows) of each AQM mix.
+    aqm_mixes: tuple[tuple[int, int], ...]
+    aqm_buffer_bdp: float
+
+
+FULL = Plan(
+    60, (0.01, 0.1, 1, 10, 100), (0.0, 0.01), (0.1, 1, 10), (0.0, 0.0001, 0.001, 0.01), (0.5, 2, 10),
+    (1, 2, 5, 10, 25, 50, 100), (2, 10, 25, 50), (0.1, 0.5, 1, 10, 100), "100MB", 240,
+    (0.0, 0.0001, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2), (0.1, 1), ((1, 1), (1, 10), (10, 10), (50, 50)), 1.0,
+)  # fmt: skip
+QUICK = Plan(
+    10, (0.1, 10), (0.0, 0.01), (0.1, 10), (0.0, 0.01), (2,), (1, 10, 50), (2, 25), (0.1, 10), "10MB", 30,
+    (0.0, 0.01, 0.05), (1,), ((1, 1), (10, 10)), 1.0,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One of the slides' findings set beside ours."""
+
+    experiment: str
+    seed: str
+    ours: str
+    confirmed: bool | None
+
+    def row(self) -> dict[str, str]:
+        return {"experiment": self.experiment, "the slides": self.seed, "ours": self.ours, "verdict": verdict(self.confirmed)}
+
+
+def link(rtt_ms: float, buffer: str, loss: float = 0.0, aqm: str = "fifo") -> dict:
+    return {"rate_mbps": RATE_MBPS, "rtt_ms": rtt_ms, "buffer": buffer, "loss": loss, "aqm": aqm}
+
+
+def buffer_bdp(value: str) -> float:
+    return float(str(value).removesuffix("bdp"))
+
+
+def label(cc: str) -> str:
+    return cc_label(cc)
