@@ -163,3 +163,21 @@ def test_nothing_is_left_behind_by_a_userspace_bottleneck_run(monkeypatch: pytes
     assert lines[0].proc.poll() is not None  # the delay line and its bottleneck exited
     root_rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
     assert "cclab:" not in root_rules
+
+
+def test_an_aqm_that_can_run_nowhere_is_refused_in_one_line_before_any_namespace_exists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cclab.engines.kernel import KernelEngineError, preflight
+
+    if aqm.qdisc_probe("codel").available:
+        pytest.skip("this kernel has sch_codel: the kernel path would run it")
+    monkeypatch.setenv("CCLAB_DELAYLINE", "/nonexistent/cclab-delayline")
+    before = set(kernel_netns.list_cclab_namespaces())
+    with pytest.raises(KernelEngineError) as error:
+        preflight(with_aqm(make_config(), resolved("codel")))
+    # Here the missing delay line is named first (this kernel has no netem either); where
+    # netem exists the line names sch_codel too (test_kernel_aqm_unit.py checks that wording).
+    assert "cclab-delayline" in error.value.line
+    assert "\n" not in error.value.line
+    assert set(kernel_netns.list_cclab_namespaces()) <= before
