@@ -3,6 +3,9 @@
 This kernel has no sch_netem, so the whole RTT is added on the ACK direction by holding
 NFQUEUE verdicts (shared/kernel-testbed-notes.md). For a single-bottleneck dumbbell the
 sender sees the same RTT as if the delay were split between directions.
+
+The same process runs the userspace bottleneck where the AQM qdisc is missing (aqm.py,
+`bottleneck_args`): one event loop on CPU0 for the ACK delay and the data-direction shaper.
 """
 
 from __future__ import annotations

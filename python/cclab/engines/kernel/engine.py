@@ -1,9 +1,11 @@
 """`run()`: one resolved config on real Linux TCP in network namespaces.
 
-Order: preflight (which picks the delay mechanism), the host-wide run lock (runlock.py:
+Order: preflight (which picks the delay mechanism and where the AQM runs, aqm.py), the host-wide run lock (runlock.py:
 one kernel run at a time, held until teardown is done), stale cleanup (namespaces and
 BPF congestion controls), building and registering BBR at other gains (bpf_cc.py), namespaces and veths,
-host settings, tbf, counters and loss rules, delay (netem on the router's interfaces towards
+host settings (and tcp_ecn per sender), tbf (with the kernel's AQM qdisc as its child, or
+as a fast pass-through when cclab's userspace bottleneck in the delay line process shapes and
+queues), counters and loss rules, delay (netem on the router's interfaces towards
 the senders, or the NFQUEUE delay line), idle-RTT ping, iperf3 servers (unbounded flows) and
 the finite-flow receiver with its SYN clock (finite.py), samplers, clients at their start
 times, wait (finite flows still going at the end of the run are stopped there), counters,
