@@ -69,6 +69,9 @@ pub struct Series {
     pub bytes_sent: Vec<u64>,
 }
 
+/// A flow's 5-tuple: source and destination address, protocol, source and destination port.
+type FlowKey = ([u8; 4], [u8; 4], u8, u16, u16);
+
 pub struct Bottleneck {
     pub cfg_queue: u16,
     aqm_name: &'static str,
@@ -85,7 +88,7 @@ pub struct Bottleneck {
     epoch_ns: i64,
     last_qdisc_ns: i64,
     dropped: Vec<Dropped<Held>>,
-    flow_of: HashMap<([u8; 4], [u8; 4], u8, u16, u16), usize>,
+    flow_of: HashMap<FlowKey, usize>,
     pub flows: Vec<FlowCounters>,
     sojourn_ns: Vec<i64>,
     lateness_ns: Vec<i64>,

@@ -300,16 +300,12 @@ fn run(opts: Options) -> std::io::Result<()> {
         }
         with_proc
     });
-    let json = report::to_json(
-        &stats,
-        &lines,
-        &proc_counters,
-        wake_offset_ns,
-        sock.netlink_errors,
-        &setup_warnings,
-        bottleneck_json,
-        rt::cpu_time_s(),
-    );
+    let json = report::to_json(&stats, &lines, &proc_counters, wake_offset_ns, sock.netlink_errors, &setup_warnings);
+    // The process's CPU time and the bottleneck's report, added to the delay line's object.
+    let mut value: serde_json::Value = serde_json::from_str(&json).expect("the report is valid JSON");
+    value["cpu_s"] = rt::cpu_time_s().into();
+    value["bottleneck"] = bottleneck_json.unwrap_or(serde_json::Value::Null);
+    let json = value.to_string();
     match &opts.report {
         Some(path) => std::fs::write(path, json)?,
         None => println!("{json}"),

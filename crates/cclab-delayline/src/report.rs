@@ -56,8 +56,6 @@ pub fn to_json(
     wake_offset_ns: i64,
     netlink_errors: u64,
     warnings: &[String],
-    bottleneck: Option<serde_json::Value>,
-    cpu_s: f64,
 ) -> String {
     let mut late = stats.lateness_ns.clone();
     late.sort_unstable();
@@ -84,7 +82,7 @@ pub fn to_json(
     format!(
         "{{\"packets\":{},\"verdicts\":{},\"no_timestamp\":{},\"netlink_errors\":{},\"wake_offset_ns\":{},\
 \"verdict_call_max_ns\":{},\"lateness_ns\":{{\"min\":{},\"p50\":{},\"p99\":{},\"max\":{},\"mean\":{:.1}}},\
-\"late_over_1ms\":{},\"queues\":[{}],\"setup_warnings\":[{}],\"cpu_s\":{:.3},\"bottleneck\":{}}}",
+\"late_over_1ms\":{},\"queues\":[{}],\"setup_warnings\":[{}]}}",
         n,
         stats.verdicts,
         stats.no_timestamp,
@@ -98,8 +96,6 @@ pub fn to_json(
         mean,
         over_1ms,
         queues.join(","),
-        warnings.join(","),
-        cpu_s,
-        bottleneck.map_or("null".to_string(), |b| b.to_string())
+        warnings.join(",")
     )
 }
