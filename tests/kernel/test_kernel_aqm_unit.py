@@ -231,3 +231,44 @@ def test_the_userspace_bottleneck_gets_the_rate_tbfs_burst_the_buffer_and_the_re
     assert opts["--limit-bytes"] == "2500000"
     assert json.loads(opts["--aqm-json"]) == resolved("codel")
     assert (opts["--seed"], opts["--series-interval-ns"]) == ("7", "2000000")
+
+
+# --- the probes: ECN negotiated, and the child qdisc's xstats in an RTM_NEWQDISC message -------
+
+
+def test_tcp_info_options_say_whether_ecn_was_negotiated() -> None:
+    from cclab.engines.kernel import probes
+
+    info = bytearray(248)
+    info[5] = 0x1 | 0x2 | 0x4 | probes.TCPI_OPT_ECN  # TIMESTAMPS, SACK, WSCALE, ECN
+    assert probes.parse_tcp_info(bytes(info))["options"] & probes.TCPI_OPT_ECN
+    info[5] = 0x7
+    assert not probes.parse_tcp_info(bytes(info))["options"] & probes.TCPI_OPT_ECN
+
+
+def _nla(kind: int, payload: bytes) -> bytes:
+    length = 4 + len(payload)
+    return struct.pack("=HH", length, kind) + payload + b"\0" * ((-length) % 4)
+
+
+def _qdisc_message(ifindex: int, kind: str, drops: int, app: bytes | None) -> bytes:
+    """An RTM_NEWQDISC payload: struct tcmsg, TCA_KIND, TCA_STATS2 {BASIC, QUEUE, APP}."""
+    from cclab.engines.kernel import probes
+
+    tcmsg = struct.pack("=BxxxiIII", 0, ifindex, 0x100000, 0x10001, 1)
+    stats = _nla(probes.TCA_STATS_BASIC, struct.pack("=QI", 1000, 10) + b"\0" * 4)
+    stats += _nla(probes.TCA_STATS_QUEUE, struct.pack("=IIIII", 0, 0, drops, 0, 0))
+    if app is not None:
+        stats += _nla(probes.TCA_STATS_APP, app)
+    return tcmsg + _nla(probes.TCA_KIND, kind.encode() + b"\0") + _nla(probes.TCA_STATS2, stats)
+
+
+def test_a_qdisc_message_yields_its_counters_and_raw_xstats() -> None:
+    from cclab.engines.kernel import probes
+
+    fq = struct.pack("=IIIIIIIIII", 0, 1514, 12, 2211, 37, 0, 1, 5, 0, 0)
+    s = probes.parse_qdisc_stats(_qdisc_message(3, "fq_codel", 412, fq), 3, "fq_codel")
+    assert s.drops == 412
+    assert aqm.ce_marks_from_xstats("fq_codel", s.app) == 2216
+    assert probes.parse_qdisc_stats(_qdisc_message(3, "fq_codel", 412, fq), 3, "tbf") is None
+    assert probes.parse_qdisc_stats(_qdisc_message(3, "tbf", 0, None), 3, "tbf").app is None
