@@ -20,6 +20,7 @@ import os
 import shutil
 import struct
 import subprocess
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -160,6 +161,28 @@ def probe_qdisc_now(kind: str) -> QdiscProbe:
 def qdisc_probe(kind: str) -> QdiscProbe:
     """probe_qdisc_now(kind), once per process and kind."""
     return probe_qdisc_now(kind)
+
+
+def userspace_backlog_packets(router_ns: str) -> int | None:
+    """Packets the userspace bottleneck holds (the kernel's queue_total of its NFQUEUE queue,
+    /proc/net/netfilter/nfnetlink_queue of the router namespace), or None if unbound."""
+    from cclab.engines.kernel.netns import inside
+
+    with inside(router_ns), open("/proc/thread-self/net/netfilter/nfnetlink_queue") as f:
+        for line in f:
+            fields = line.split()
+            if fields and int(fields[0]) == USERSPACE_QUEUE:
+                return int(fields[2])
+    return None
+
+
+def wait_userspace_queue_empty(router_ns: str, timeout_s: float) -> None:
+    """As finite.wait_queue_empty, for the userspace bottleneck: its queue is not tbf's."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not userspace_backlog_packets(router_ns):
+            return
+        time.sleep(0.005)
 
 
 # --- the kernel path: tc arguments and counters ---------------------------------------------

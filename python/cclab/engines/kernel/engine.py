@@ -302,6 +302,8 @@ def _run(  # noqa: PLR0915
         if not received:
             raise KernelEngineError(f"the finite-flow receiver wrote no report: {started.receiver.log_tail()}")
         started.receiver = None
+    if cut_at_end and userspace:
+        aqm.wait_userspace_queue_empty(topo.router, finite.QUEUE_DRAIN_TIMEOUT_S)
     if cut_at_end:
         drain_probe = probes.TbfProbe(topo.router, topo.bottleneck_ifindex)
         try:
