@@ -272,3 +272,9 @@ def test_a_qdisc_message_yields_its_counters_and_raw_xstats() -> None:
     assert aqm.ce_marks_from_xstats("fq_codel", s.app) == 2216
     assert probes.parse_qdisc_stats(_qdisc_message(3, "fq_codel", 412, fq), 3, "tbf") is None
     assert probes.parse_qdisc_stats(_qdisc_message(3, "tbf", 0, None), 3, "tbf").app is None
+
+
+def test_the_userspace_bottleneck_refuses_rates_beyond_its_measured_envelope() -> None:
+    assert aqm.userspace_rate_problem(200_000_000) is None
+    problem = aqm.userspace_rate_problem(1_000_000_000)
+    assert problem is not None and "1000 Mbit/s" in problem and "\n" not in problem

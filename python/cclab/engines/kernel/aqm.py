@@ -40,6 +40,11 @@ TBF_CLASS = "1:1"
 FRAME_BYTES = 1514
 #: NFQUEUE queue number of the userspace bottleneck (the delay line's queues are 0..n-1).
 USERSPACE_QUEUE = 1000
+#: Fastest link the userspace bottleneck emulates faithfully on 2 cores, measured (CUBIC,
+#: 20 ms, 1 BDP, 10 s, sharing CPU0 with the ACK delay line): 200 Mbit/s ran valid with the
+#: process at ~70% of its CPU (~30 us per data packet: copy, verdict, checksum); at 400
+#: Mbit/s the ACK delay line's release lateness went past 1% of the RTT.
+MAX_USERSPACE_RATE_BPS = 200_000_000
 #: With the userspace bottleneck, the interface's tbf runs this much faster: it never holds
 #: a packet for long and never drops one, but keeps counting bytes for utilization.
 PASSTHROUGH_RATE_FACTOR = 10
@@ -136,6 +141,15 @@ def userspace_problem_now(aqm: dict) -> str | None:
         return f"this cclab-delayline cannot build {aqm['kind']} ({detail}); rebuild it from a tree that has it"
     if (os.cpu_count() or 1) < 2:
         return "it needs 2 CPUs (one for the delay line, one for packet processing)"
+    return None
+
+
+def userspace_rate_problem(rate_bps: int) -> str | None:
+    if rate_bps > MAX_USERSPACE_RATE_BPS:
+        return (
+            f"bottleneck.rate: {rate_bps / 1e6:.0f} Mbit/s is beyond what the userspace bottleneck shapes faithfully "
+            f"here (at most {MAX_USERSPACE_RATE_BPS / 1e6:.0f} Mbit/s); use a kernel with the qdisc, or the sim engine"
+        )
     return None
 
 

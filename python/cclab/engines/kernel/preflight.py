@@ -126,6 +126,9 @@ def preflight(config: dict) -> None:
     # one line if neither can run it.
     aqm_choice = aqm.choose(config)
     if aqm_choice.userspace:
+        problem = aqm.userspace_rate_problem(int(b["rate_bps"]))
+        if problem:
+            raise KernelEngineError(problem)
         _require({"CONFIG_NETFILTER_XT_TARGET_NFQUEUE": ("xt_NFQUEUE", "iptables NFQUEUE target missing (userspace bottleneck)")})
     rate = int(b["rate_bps"])
     if rate > MAX_FAITHFUL_RATE_BPS:
