@@ -111,6 +111,7 @@ def test_an_aqm_that_can_run_nowhere_is_refused_in_one_line_naming_both_reasons(
     with pytest.raises(KernelEngineError) as error:
         aqm.choose(config_with("pie"), environ={}, probe=missing, userspace_problem=lambda a: "cclab-delayline is not built")
     line = error.value.line
+    assert error.value.exit_code == 2  # refused before anything exists, like any bad config
     assert "\n" not in line
     assert "sch_pie" in line and "cclab-delayline is not built" in line
 

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from cclab.engines.kernel import aqm, bpf_cc, netem
 from cclab.engines.kernel.delayline import find_binary
-from cclab.engines.kernel.errors import KernelEngineError
+from cclab.engines.kernel.errors import KernelEngineError, KernelEngineRefused
 from cclab.engines.kernel.topology import MAX_FLOWS
 
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
@@ -128,7 +128,7 @@ def preflight(config: dict) -> None:
     if aqm_choice.userspace:
         problem = aqm.userspace_rate_problem(int(b["rate_bps"]))
         if problem:
-            raise KernelEngineError(problem)
+            raise KernelEngineRefused(problem)
         _require({"CONFIG_NETFILTER_XT_TARGET_NFQUEUE": ("xt_NFQUEUE", "iptables NFQUEUE target missing (userspace bottleneck)")})
     rate = int(b["rate_bps"])
     if rate > MAX_FAITHFUL_RATE_BPS:
