@@ -6,13 +6,28 @@
 //! each packet's verdict until its kernel receive time plus the queue's delay. Packets of a
 //! queue leave in FIFO order with one batch verdict per release, so the line cannot reorder.
 //!
-//! Usage: cclab-delayline --queue NUM:DELAY_NS [--queue ...] [--cpu N] [--maxlen PKTS]
+//! With `--bottleneck`, the same process also runs the userspace bottleneck (bottleneck.rs)
+//! on one more queue: the router's data direction, shaped by a token bucket and queued by a
+//! cclab-aqm queue discipline. One process, one event loop on the delay line's CPU: both
+//! sleep until the next due release, and releasing data and ACKs from one thread keeps
+//! their verdicts in time order.
+//!
+//! Usage: cclab-delayline [--queue NUM:DELAY_NS ...] [--cpu N] [--maxlen PKTS]
 //!        [--wake-offset-ns N] [--ready-file PATH] [--report PATH]
+//!        [--bottleneck NUM --rate-bps N --burst-bytes N (--limit-bytes N | --limit-packets N)
+//!         --aqm-json JSON [--seed N] [--series-interval-ns N]]
+//!        cclab-delayline --check-aqm JSON   (exit 0 if this build has that AQM, else 2)
 //! On SIGINT/SIGTERM it writes its counters as JSON to --report (or stdout) and exits.
 
+mod bottleneck;
+mod ipv4;
 mod nfq;
 mod report;
 mod rt;
+mod shaper;
+
+use bottleneck::{Bottleneck, BottleneckConfig, Verdict};
+use cclab_aqm::{AqmConfig, QueueLimit};
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -26,6 +41,12 @@ const NETLINK_RCVBUF_BYTES: i32 = 64 << 20;
 const SPIN_BELOW_NS: i64 = 10_000;
 /// SCHED_FIFO priority: above normal tasks, below kernel threads' default RT priorities.
 const FIFO_PRIORITY: i32 = 50;
+/// Bytes of each bottleneck packet copied to user space: the whole packet, because a CE
+/// mark is written back as the packet's new bytes and a shorter payload would trim the skb
+/// (nfqnl_mangle). MTU-sized packets only: the senders' offloads are off.
+const BOTTLENECK_COPY_BYTES: u32 = 65_535;
+/// Default queue-occupancy sampling interval of the bottleneck (the engine passes its own).
+const DEFAULT_SERIES_INTERVAL_NS: i64 = 1_000_000;
 
 struct Held {
     id: u32,
@@ -47,6 +68,17 @@ pub struct Options {
     wake_offset_ns: Option<i64>,
     ready_file: Option<String>,
     report: Option<String>,
+    bottleneck: Option<u16>,
+    rate_bps: Option<u64>,
+    burst_bytes: Option<u64>,
+    limit: Option<QueueLimit>,
+    aqm: Option<AqmConfig>,
+    seed: u64,
+    series_interval_ns: i64,
+}
+
+fn parse_aqm(json: &str) -> Result<AqmConfig, String> {
+    serde_json::from_str(json).map_err(|e| format!("bottleneck.aqm: {e}"))
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -57,6 +89,13 @@ fn parse_args() -> Result<Options, String> {
         wake_offset_ns: None,
         ready_file: None,
         report: None,
+        bottleneck: None,
+        rate_bps: None,
+        burst_bytes: None,
+        limit: None,
+        aqm: None,
+        seed: 1,
+        series_interval_ns: DEFAULT_SERIES_INTERVAL_NS,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -76,11 +115,36 @@ fn parse_args() -> Result<Options, String> {
             }
             "--ready-file" => o.ready_file = Some(val()?),
             "--report" => o.report = Some(val()?),
+            "--bottleneck" => o.bottleneck = Some(val()?.parse().map_err(|_| "bad --bottleneck")?),
+            "--rate-bps" => o.rate_bps = Some(val()?.parse().map_err(|_| "bad --rate-bps")?),
+            "--burst-bytes" => o.burst_bytes = Some(val()?.parse().map_err(|_| "bad --burst-bytes")?),
+            "--limit-bytes" => o.limit = Some(QueueLimit::Bytes(val()?.parse().map_err(|_| "bad --limit-bytes")?)),
+            "--limit-packets" => {
+                o.limit = Some(QueueLimit::Packets(val()?.parse().map_err(|_| "bad --limit-packets")?))
+            }
+            "--aqm-json" => o.aqm = Some(parse_aqm(&val()?)?),
+            "--seed" => o.seed = val()?.parse().map_err(|_| "bad --seed")?,
+            "--series-interval-ns" => {
+                o.series_interval_ns = val()?.parse().map_err(|_| "bad --series-interval-ns")?
+            }
+            "--check-aqm" => {
+                let aqm = parse_aqm(&val()?)?;
+                println!("{}", aqm.name());
+                std::process::exit(0);
+            }
             _ => return Err(format!("unknown argument {a}")),
         }
     }
-    if o.lines.is_empty() {
-        return Err("at least one --queue NUM:DELAY_NS is required".into());
+    if o.lines.is_empty() && o.bottleneck.is_none() {
+        return Err("at least one --queue NUM:DELAY_NS or a --bottleneck is required".into());
+    }
+    if o.bottleneck.is_some() {
+        if o.rate_bps.unwrap_or(0) == 0 || o.burst_bytes.is_none() || o.limit.is_none() || o.aqm.is_none() {
+            return Err("--bottleneck needs --rate-bps, --burst-bytes, --limit-bytes or --limit-packets, --aqm-json".into());
+        }
+        if o.series_interval_ns <= 0 {
+            return Err("--series-interval-ns must be positive".into());
+        }
     }
     Ok(o)
 }
@@ -119,9 +183,27 @@ fn run(opts: Options) -> std::io::Result<()> {
     let mut sock = nfq::NfQueueSocket::open(NETLINK_RCVBUF_BYTES)?;
     let mut lines: Vec<Line> = Vec::new();
     for &(queue, delay_ns) in &opts.lines {
-        sock.bind_queue(queue, opts.maxlen)?;
+        sock.bind_queue(queue, opts.maxlen, nfq::CopyMode::Meta)?;
         lines.push(Line { queue, delay_ns, fifo: VecDeque::new(), packets: 0, max_held: 0 });
     }
+    let mut bottleneck = match opts.bottleneck {
+        Some(queue) => {
+            sock.bind_queue(queue, opts.maxlen, nfq::CopyMode::Packet(BOTTLENECK_COPY_BYTES))?;
+            let cfg = BottleneckConfig {
+                queue,
+                rate_bps: opts.rate_bps.unwrap(),
+                burst_bytes: opts.burst_bytes.unwrap(),
+                limit: opts.limit.unwrap(),
+                aqm: opts.aqm.clone().unwrap(),
+                seed: opts.seed,
+                series_interval_ns: opts.series_interval_ns,
+            };
+            Some(Bottleneck::new(cfg, rt::realtime_ns()))
+        }
+        None => None,
+    };
+    let mut verdicts: Vec<Verdict> = Vec::new();
+    let mut batch: Vec<u8> = Vec::with_capacity(1 << 16);
     if let Some(path) = &opts.ready_file {
         std::fs::write(path, format!("{}\n", std::process::id()))?;
     }
@@ -149,9 +231,22 @@ fn run(opts: Options) -> std::io::Result<()> {
             }
         }
 
+        // The bottleneck: everything its token bucket allows now, and when it next can.
+        let mut bottleneck_due = None;
+        if let Some(b) = bottleneck.as_mut() {
+            let now = rt::realtime_ns();
+            bottleneck_due = b.service(now, &mut verdicts);
+            send_verdicts(&mut sock, b.cfg_queue, &mut verdicts, &mut batch, &mut stats)?;
+            b.sample_if_due(now);
+        }
+
         // Sleep until the earliest head is due (less the calibrated wake-up latency),
         // or until new packets arrive.
         let next_due = lines.iter().filter_map(|l| l.fifo.front().map(|h| h.due_ns)).min();
+        let next_due = [next_due, bottleneck_due, bottleneck.as_ref().map(|b| b.next_sample_ns())]
+            .into_iter()
+            .flatten()
+            .min();
         let readable = match next_due {
             Some(due) => {
                 let remaining = due - rt::realtime_ns();
@@ -174,8 +269,7 @@ fn run(opts: Options) -> std::io::Result<()> {
         arrivals.clear();
         sock.drain(&mut arrivals)?;
         let read_at = rt::realtime_ns();
-        for p in &arrivals {
-            let Some(line) = lines.iter_mut().find(|l| l.queue == p.queue) else { continue };
+        for p in arrivals.drain(..) {
             let arrival = match p.rx_realtime_ns {
                 Some(t) => t,
                 None => {
@@ -183,17 +277,59 @@ fn run(opts: Options) -> std::io::Result<()> {
                     read_at
                 }
             };
+            if let Some(b) = bottleneck.as_mut().filter(|b| b.cfg_queue == p.queue) {
+                b.arrive(p, arrival, &mut verdicts);
+                continue;
+            }
+            let Some(line) = lines.iter_mut().find(|l| l.queue == p.queue) else { continue };
             line.fifo.push_back(Held { id: p.id, due_ns: arrival + line.delay_ns });
             line.packets += 1;
             line.max_held = line.max_held.max(line.fifo.len());
         }
+        if let Some(b) = bottleneck.as_ref() {
+            send_verdicts(&mut sock, b.cfg_queue, &mut verdicts, &mut batch, &mut stats)?;
+        }
     }
 
     let proc_counters = report::read_proc_queue_counters();
+    let bottleneck_json = bottleneck.as_ref().map(|b| {
+        let mut with_proc = b.report(rt::cpu_time_s());
+        if let Some(p) = proc_counters.iter().find(|p| p.queue == b.cfg_queue) {
+            with_proc["queue_dropped"] = p.queue_dropped.into();
+            with_proc["user_dropped"] = p.user_dropped.into();
+        }
+        with_proc
+    });
     let json = report::to_json(&stats, &lines, &proc_counters, wake_offset_ns, sock.netlink_errors, &setup_warnings);
+    // The process's CPU time and the bottleneck's report, added to the delay line's object.
+    let mut value: serde_json::Value = serde_json::from_str(&json).expect("the report is valid JSON");
+    value["cpu_s"] = rt::cpu_time_s().into();
+    value["bottleneck"] = bottleneck_json.unwrap_or(serde_json::Value::Null);
+    let json = value.to_string();
     match &opts.report {
         Some(path) => std::fs::write(path, json)?,
         None => println!("{json}"),
     }
+    Ok(())
+}
+
+/// Sends the bottleneck's pending verdicts in one datagram.
+fn send_verdicts(
+    sock: &mut nfq::NfQueueSocket,
+    queue: u16,
+    verdicts: &mut Vec<Verdict>,
+    batch: &mut Vec<u8>,
+    stats: &mut report::Stats,
+) -> std::io::Result<()> {
+    if verdicts.is_empty() {
+        return Ok(());
+    }
+    for v in verdicts.drain(..) {
+        sock.push_verdict(batch, queue, v.id, v.verdict, v.payload.as_deref());
+    }
+    let t0 = rt::realtime_ns();
+    sock.send_verdicts(batch)?;
+    stats.verdicts += 1;
+    stats.verdict_call_max_ns = stats.verdict_call_max_ns.max(rt::realtime_ns() - t0);
     Ok(())
 }

@@ -13,6 +13,7 @@ const NETLINK_NETFILTER: i32 = 12;
 const NFNL_SUBSYS_QUEUE: u16 = 3;
 /// enum nfqnl_msg_types.
 const NFQNL_MSG_PACKET: u16 = 0;
+const NFQNL_MSG_VERDICT: u16 = 1;
 const NFQNL_MSG_CONFIG: u16 = 2;
 const NFQNL_MSG_VERDICT_BATCH: u16 = 3;
 /// enum nfqnl_attr_config.
@@ -21,14 +22,17 @@ const NFQA_CFG_PARAMS: u16 = 2;
 const NFQA_CFG_QUEUE_MAXLEN: u16 = 3;
 /// enum nfqnl_msg_config_cmds.
 const NFQNL_CFG_CMD_BIND: u8 = 1;
-/// enum nfqnl_config_mode: packet metadata only, no payload copy.
+/// enum nfqnl_config_mode: packet metadata only, or metadata and the packet's bytes.
 const NFQNL_COPY_META: u8 = 1;
+const NFQNL_COPY_PACKET: u8 = 2;
 /// enum nfqnl_attr_type.
 const NFQA_PACKET_HDR: u16 = 1;
 const NFQA_VERDICT_HDR: u16 = 2;
 const NFQA_TIMESTAMP: u16 = 4;
-/// NF_ACCEPT (include/uapi/linux/netfilter.h).
-const NF_ACCEPT: u32 = 1;
+const NFQA_PAYLOAD: u16 = 10;
+/// NF_DROP, NF_ACCEPT (include/uapi/linux/netfilter.h).
+pub const NF_DROP: u32 = 0;
+pub const NF_ACCEPT: u32 = 1;
 /// NFNETLINK_V0.
 const NFNETLINK_V0: u8 = 0;
 /// Netlink attribute type mask (NLA_TYPE_MASK drops the nested/byteorder flags).
@@ -42,12 +46,23 @@ fn align4(n: usize) -> usize {
 }
 
 /// One packet announced by the kernel.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct QueuedPacket {
     pub queue: u16,
     pub id: u32,
     /// Kernel receive timestamp (CLOCK_REALTIME, ns; microsecond resolution), if the skb had one.
     pub rx_realtime_ns: Option<i64>,
+    /// The packet from its IP header on (queues bound with `CopyMode::Packet` only).
+    pub payload: Option<Vec<u8>>,
+}
+
+/// What the kernel copies to user space for each packet of a queue.
+#[derive(Clone, Copy, Debug)]
+pub enum CopyMode {
+    /// Metadata only (the delay line needs no bytes).
+    Meta,
+    /// Metadata and up to this many bytes of the packet.
+    Packet(u32),
 }
 
 pub struct NfQueueSocket {
@@ -181,13 +196,17 @@ impl NfQueueSocket {
         Ok(())
     }
 
-    /// Binds queue `queue`: metadata-only copy and a kernel-side queue of `maxlen` packets.
+    /// Binds queue `queue` with copy mode `copy` and a kernel-side queue of `maxlen` packets.
     /// No NFQA_CFG_F_FAIL_OPEN: if this program dies, queued packets are dropped (fail closed).
-    pub fn bind_queue(&mut self, queue: u16, maxlen: u32) -> io::Result<()> {
+    pub fn bind_queue(&mut self, queue: u16, maxlen: u32, copy: CopyMode) -> io::Result<()> {
         let cmd = vec![NFQNL_CFG_CMD_BIND, 0, 0, libc::AF_INET as u8];
         self.config(queue, &[(NFQA_CFG_CMD, cmd)])?;
-        let mut params = 0u32.to_be_bytes().to_vec(); // copy_range: nothing to copy
-        params.push(NFQNL_COPY_META); // struct nfqnl_msg_config_params is packed: 5 bytes
+        let (range, mode) = match copy {
+            CopyMode::Meta => (0u32, NFQNL_COPY_META),
+            CopyMode::Packet(range) => (range, NFQNL_COPY_PACKET),
+        };
+        let mut params = range.to_be_bytes().to_vec();
+        params.push(mode); // struct nfqnl_msg_config_params is packed: 5 bytes
         self.config(
             queue,
             &[(NFQA_CFG_PARAMS, params), (NFQA_CFG_QUEUE_MAXLEN, maxlen.to_be_bytes().to_vec())],
@@ -203,6 +222,32 @@ impl NfQueueSocket {
         Self::attr(&mut msg, NFQA_VERDICT_HDR, &verdict);
         Self::finish(&mut msg);
         self.send(&msg)
+    }
+
+    /// Appends a single-packet verdict (NFQNL_MSG_VERDICT) to `batch`. With `payload`, the
+    /// kernel replaces the packet's bytes by it (nfqnl_mangle): it must be the whole packet,
+    /// since a shorter payload trims the skb.
+    pub fn push_verdict(&mut self, batch: &mut Vec<u8>, queue: u16, id: u32, verdict: u32, payload: Option<&[u8]>) {
+        let start = batch.len();
+        self.header(batch, NFQNL_MSG_VERDICT, 0, queue);
+        let mut hdr = verdict.to_be_bytes().to_vec();
+        hdr.extend_from_slice(&id.to_be_bytes());
+        Self::attr(batch, NFQA_VERDICT_HDR, &hdr);
+        if let Some(p) = payload {
+            Self::attr(batch, NFQA_PAYLOAD, p);
+        }
+        Self::finish(&mut batch[start..]);
+    }
+
+    /// Sends the verdicts collected by `push_verdict` in one datagram (netlink_rcv_skb
+    /// handles every message in it) and empties `batch`.
+    pub fn send_verdicts(&mut self, batch: &mut Vec<u8>) -> io::Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let r = self.send(batch);
+        batch.clear();
+        r
     }
 
     /// Reads every pending datagram without blocking and appends announced packets to `out`.
@@ -259,6 +304,7 @@ fn parse_packet(msg: &[u8]) -> Option<QueuedPacket> {
     let mut off = NLMSG_HDR_BYTES + NFGEN_HDR_BYTES;
     let mut id = None;
     let mut ts = None;
+    let mut payload = None;
     while off + 4 <= msg.len() {
         let alen = u16::from_ne_bytes([msg[off], msg[off + 1]]) as usize;
         let kind = u16::from_ne_bytes([msg[off + 2], msg[off + 3]]) & NLA_TYPE_MASK;
@@ -276,11 +322,12 @@ fn parse_packet(msg: &[u8]) -> Option<QueuedPacket> {
                 let usec = u64::from_be_bytes(p[8..16].try_into().unwrap()) as i64;
                 ts = Some(sec * 1_000_000_000 + usec * 1_000);
             }
+            NFQA_PAYLOAD => payload = Some(p.to_vec()),
             _ => {}
         }
         off += align4(alen);
     }
-    id.map(|id| QueuedPacket { queue, id, rx_realtime_ns: ts })
+    id.map(|id| QueuedPacket { queue, id, rx_realtime_ns: ts, payload })
 }
 
 impl Drop for NfQueueSocket {

@@ -121,3 +121,11 @@ pub fn calibrate_wake_offset_ns(samples: usize) -> i64 {
     over.sort_unstable();
     over[over.len() / 2].clamp(0, PROBE_SLEEP_NS)
 }
+
+/// CPU time (user + system) this process has used, in seconds (getrusage RUSAGE_SELF).
+pub fn cpu_time_s() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}

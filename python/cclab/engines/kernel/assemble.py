@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cclab.engines.kernel import netem
+from cclab.engines.kernel import netem, topology
 from cclab.engines.kernel.sampler import Sampler
 from cclab.engines.kernel.shaping import HEADERS_BYTES
 from cclab.engines.kernel.traffic import ClientReport, FlowPlan
@@ -49,6 +49,18 @@ class Measured:
     #: Finite flows: retransmitted segments counted in each sender namespace (probes.py).
     sender_retrans: dict[int, int | None] = field(default_factory=dict)
     receiver_cpu_s: float | None = None
+    #: The bottleneck's AQM (aqm.py): its kind, whether cclab's userspace bottleneck ran it
+    #: (its report is delay_report["bottleneck"]), else the kernel qdisc's final counters.
+    aqm_kind: str = "fifo"
+    aqm_userspace: bool = False
+    aqm_counters: object = None
+    #: CLOCK_REALTIME of the run's t0 (the userspace bottleneck's series clock).
+    t0_realtime: float = 0.0
+    ecn_of_flow: list[bool] = field(default_factory=list)
+
+    @property
+    def userspace_report(self) -> dict | None:
+        return (self.delay_report or {}).get("bottleneck") if self.aqm_userspace else None
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -97,7 +109,20 @@ def flow_result(m: Measured, p: FlowPlan) -> dict:
         "rtt_max_ms": max(srtts_ms) if srtts_ms else None,
         "fct_s": fct_s,
         "completed": completed,
+        "ecn": bool(last.ecn_ok) if last is not None else False,
+        "ce_marks_received": m.receiver_counters.get(("ce", p.index), (0, 0))[0],
+        "aqm_drop_segments": aqm_drop_segments(m, p),
     }
+
+
+def aqm_drop_segments(m: Measured, p: FlowPlan) -> int | None:
+    """This flow's data packets the AQM dropped: the userspace bottleneck counts per flow;
+    tbf alone never drops for the AQM; a kernel AQM's drops are not split by flow (None)."""
+    report = m.userspace_report
+    if report is not None:
+        saddr = topology.sender_ip(p.index)
+        return sum(f["aqm_drops"] for f in report["flows"] if f["saddr"] == saddr and f["sport"] == p.ports.client)
+    return 0 if m.aqm_kind == "fifo" else None
 
 
 def finite_times(m: Measured, p: FlowPlan) -> tuple[int, float, float, float | None]:
@@ -143,26 +168,90 @@ def flow_series(m: Measured) -> dict:
 
 
 def queue_series(m: Measured) -> dict:
+    if m.userspace_report is not None:
+        return userspace_queue_series(m, m.userspace_report["series"])
     q = m.sampler.queue
-    cols = {"time_s": [], "queue_bytes": [], "drops": [], "utilization": []}
+    cols = {"time_s": [], "queue_bytes": [], "drops": [], "ce_marks": [], "utilization": []}
     prev_t, prev = 0.0, m.tbf_first
     for t, s in zip(q.time_s, q.stats):
         dt = t - prev_t
         cols["time_s"].append(round(t, 6))
         cols["queue_bytes"].append(s.backlog_bytes)
         cols["drops"].append(s.drops - prev.drops)
+        if m.aqm_kind == "fifo":
+            cols["ce_marks"].append(0)  # tail drop never marks
+        elif s.ce_marks is not None and prev.ce_marks is not None:
+            cols["ce_marks"].append(s.ce_marks - prev.ce_marks)
+        else:
+            cols["ce_marks"].append(None)  # this qdisc's xstats are not read per sample (cake)
         busy = (s.bytes - prev.bytes) * 8 / m.rate_bps
         cols["utilization"].append(min(1.0, busy / dt) if dt > 0 else 0.0)
         prev_t, prev = t, s
     return cols
 
 
+def userspace_queue_series(m: Measured, series: dict) -> dict:
+    """The userspace bottleneck's own occupancy samples (its CLOCK_REALTIME stamps as seconds
+    since t0; cumulative counters as per-interval differences), from t0 to the run's end."""
+    cols = {"time_s": [], "queue_bytes": [], "drops": [], "ce_marks": [], "utilization": []}
+    prev = None
+    for i, t_ns in enumerate(series["time_realtime_ns"]):
+        t = t_ns / 1e9 - m.t0_realtime
+        row = {k: series[k][i] for k in ("backlog_bytes", "drops", "ce_marks", "bytes_sent")}
+        if t < 0 or t > m.duration_s + 1.0:
+            prev = (t, row) if t < 0 else prev
+            continue
+        prev_t, p = prev if prev is not None else (0.0, {k: 0 for k in row})
+        dt = t - prev_t
+        cols["time_s"].append(round(t, 6))
+        cols["queue_bytes"].append(row["backlog_bytes"])
+        cols["drops"].append(row["drops"] - p["drops"])
+        cols["ce_marks"].append(row["ce_marks"] - p["ce_marks"])
+        busy = (row["bytes_sent"] - p["bytes_sent"]) * 8 / m.rate_bps
+        cols["utilization"].append(min(1.0, busy / dt) if dt > 0 else 0.0)
+        prev = (t, row)
+    return cols
+
+
+def aqm_figures(m: Measured, qs: dict) -> dict:
+    """The AQM columns of `bottleneck` (CONTRACT.md), from whichever implementation ran."""
+    tbf_drops = m.tbf_last.drops - m.tbf_first.drops
+    report = m.userspace_report
+    if report is not None:
+        # The pass-through tbf should drop nothing; if it did, those were overflow drops too.
+        overflow, aqm_drops, ce = report["overflow_drops"] + tbf_drops, report["aqm_drops"], report["ce_marks"]
+        soj = report["sojourn_ns"]
+        sojourn_ms = {q: soj[q] / 1e6 for q in ("mean", "p50", "p95", "p99")} if soj["count"] else None
+    else:
+        if m.aqm_counters is not None:  # a kernel AQM under tbf: tbf counts its child's drops
+            overflow, aqm_drops, ce = m.aqm_counters.overflow_drops, m.aqm_counters.aqm_drops, m.aqm_counters.ce_marks
+        else:
+            overflow, aqm_drops, ce = tbf_drops, 0, 0
+        delays_ms = [b * 8 / m.rate_bps * 1e3 for b in qs["queue_bytes"]]
+        sojourn_ms = None
+        if delays_ms:
+            sojourn_ms = {"mean": float(np.mean(delays_ms)), "p50": _pct(delays_ms, 50),
+                          "p95": _pct(delays_ms, 95), "p99": _pct(delays_ms, 99)}  # fmt: skip
+    drops = overflow + aqm_drops
+    return {
+        "aqm": m.aqm_kind,
+        "drops": drops,
+        "overflow_drops": overflow,
+        "aqm_drops": aqm_drops,
+        "ce_marks": ce,
+        "drops_per_s": drops / m.duration_s,
+        "ce_marks_per_s": ce / m.duration_s,
+        **{f"sojourn_{q}_ms": sojourn_ms[q] if sojourn_ms else None for q in ("mean", "p50", "p95", "p99")},
+    }
+
+
 def bottleneck(m: Measured, flows: list[dict], qs: dict) -> dict:
     backlog = qs["queue_bytes"]
-    sent_bytes = m.tbf_last.bytes - m.tbf_first.bytes
+    report = m.userspace_report
+    sent_bytes = report["bytes_sent"] if report is not None else m.tbf_last.bytes - m.tbf_first.bytes
     return {
         "utilization": min(1.0, sent_bytes * 8 / m.rate_bps / m.duration_s),
-        "drops": m.tbf_last.drops - m.tbf_first.drops,
+        **aqm_figures(m, qs),
         "random_losses": sum(f["random_loss_segments"] for f in flows),
         "queue_limit_bytes": m.queue_limit_bytes,
         "queue_limit_packets": m.queue_limit_packets,
@@ -203,8 +292,36 @@ def delay_reasons(m: Measured) -> list[str]:
     return reasons
 
 
+def bottleneck_reasons(m: Measured) -> list[str]:
+    """The userspace bottleneck must have dropped nothing outside its queue discipline and
+    released on time; the pass-through tbf must not have queued enough to drop."""
+    if not m.aqm_userspace:
+        return []
+    reasons = []
+    if m.delay_line_died and m.delay_mechanism == netem.NETEM:  # else delay_reasons says so
+        reasons.append("the userspace bottleneck exited during the run (data packets were dropped)")
+    report = m.userspace_report
+    if report is None:
+        return [*reasons, "the userspace bottleneck wrote no report"]
+    if report.get("queue_dropped") or report.get("user_dropped"):
+        reasons.append(
+            f"userspace bottleneck queue dropped packets outside its qdisc "
+            f"(queue_dropped {report.get('queue_dropped')}, user_dropped {report.get('user_dropped')})"
+        )
+    limit_ns = MAX_LATENESS_FRACTION_OF_RTT * m.rtt_ns
+    if report["release_lateness_ns"]["p99"] > limit_ns:
+        reasons.append(
+            f"userspace bottleneck p99 release lateness {report['release_lateness_ns']['p99'] / 1e3:.0f} us "
+            f"exceeds 1% of the RTT ({limit_ns / 1e3:.0f} us)"
+        )
+    tbf_drops = m.tbf_last.drops - m.tbf_first.drops
+    if tbf_drops:
+        reasons.append(f"the pass-through tbf behind the userspace bottleneck dropped {tbf_drops} packets")
+    return reasons
+
+
 def validity(m: Measured, flows: list[dict], bn: dict) -> dict:
-    reasons = delay_reasons(m)
+    reasons = delay_reasons(m) + bottleneck_reasons(m)
     if m.softnet_growth > 0:
         reasons.append(f"/proc/net/softnet_stat drops grew by {m.softnet_growth} (packets lost outside tbf)")
     oversize = sum(v[0] for k, v in m.router_counters.items() if k[0] == "oversize")
@@ -212,15 +329,22 @@ def validity(m: Measured, flows: list[dict], bn: dict) -> dict:
         reasons.append(f"{oversize} packets longer than the MTU left the senders (offloads not off)")
     lost_outside = sum(f["queue_drop_segments"] for f in flows) - bn["drops"]
     if lost_outside > RETRANS_MATCH_SLACK_SEGMENTS:
-        reasons.append(f"{lost_outside} data segments vanished between router and receiver besides tbf drops")
+        reasons.append(f"{lost_outside} data segments vanished between router and receiver besides bottleneck drops")
     retrans = sum(f["retrans_segments"] for f in flows)
     drops = bn["drops"] + bn["random_losses"]
     slack = max(RETRANS_MATCH_SLACK_SEGMENTS, RETRANS_MATCH_SLACK_FRACTION * drops)
     if retrans < drops - slack or retrans > drops + slack:
-        reasons.append(f"retransmits ({retrans}) do not match tbf drops + loss-rule drops ({drops})")
+        reasons.append(
+            f"retransmits ({retrans}) do not match bottleneck drops (overflow {bn['overflow_drops']} + AQM "
+            f"{bn['aqm_drops']}) + loss-rule drops ({bn['random_losses']})"
+        )
     idle = cpu_idle_fraction(m)
     if idle is not None and idle < MIN_CPU_IDLE_FRACTION:
         reasons.append(f"machine CPU idle {idle:.0%} is below {MIN_CPU_IDLE_FRACTION:.0%}")
+    for p, ecn in zip(m.plans, m.ecn_of_flow, strict=False):
+        negotiated = next((f["ecn"] for f in flows if f["flow_id"] == p.flow_id), None)
+        if negotiated is not None and negotiated != ecn:
+            reasons.append(f"flow {p.flow_id}: ecn = {str(ecn).lower()} asked, but TCP negotiated ecn = {str(negotiated).lower()}")
     for p in m.plans:
         c = m.clients[p.flow_id]
         if not c.ok and p.flow_id not in m.cut_at_end:

@@ -3,6 +3,9 @@
 This kernel has no sch_netem, so the whole RTT is added on the ACK direction by holding
 NFQUEUE verdicts (shared/kernel-testbed-notes.md). For a single-bottleneck dumbbell the
 sender sees the same RTT as if the delay were split between directions.
+
+The same process runs the userspace bottleneck where the AQM qdisc is missing (aqm.py,
+`bottleneck_args`): one event loop on CPU0 for the ACK delay and the data-direction shaper.
 """
 
 from __future__ import annotations
@@ -43,8 +46,25 @@ def queues_for(delays_ns: list[int]) -> tuple[list[int], dict[int, int]]:
     return [queue_of_delay[d] for d in delays_ns], {q: d for d, q in queue_of_delay.items()}
 
 
+def bottleneck_args(queue: int, config: dict, burst_bytes: int) -> list[str]:
+    """Arguments of the delay line's userspace bottleneck (crates/cclab-delayline/src/bottleneck.rs):
+    the rate and tbf's burst, the scenario's buffer as its hard limit, and the resolved AQM."""
+    b = config["bottleneck"]
+    if b.get("queue_limit_bytes") is not None:
+        limit = ["--limit-bytes", str(int(b["queue_limit_bytes"]))]
+    else:
+        limit = ["--limit-packets", str(int(b["queue_limit_packets"]))]
+    return [
+        "--bottleneck", str(queue), "--rate-bps", str(int(b["rate_bps"])), "--burst-bytes", str(burst_bytes),
+        *limit, "--aqm-json", json.dumps(b.get("aqm") or {"kind": "fifo"}), "--seed", str(int(config.get("seed", 1))),
+        "--series-interval-ns", str(int(config.get("queue_sample_interval_ns", 1_000_000))),
+    ]  # fmt: skip
+
+
 class DelayLine:
-    def __init__(self, router_ns: str, delays_by_queue: dict[int, int], workdir: Path) -> None:
+    def __init__(
+        self, router_ns: str, delays_by_queue: dict[int, int], workdir: Path, bottleneck: list[str] | None = None
+    ) -> None:
         binary = find_binary()
         if binary is None:
             raise KernelEngineError("cclab-delayline is not built: run `cargo build --release -p cclab-delayline`")
@@ -54,6 +74,7 @@ class DelayLine:
         args = ["ip", "netns", "exec", router_ns, binary, "--cpu", str(DELAY_LINE_CPU)]
         for queue, delay in sorted(delays_by_queue.items()):
             args += ["--queue", f"{queue}:{delay}"]
+        args += bottleneck or []
         args += ["--ready-file", str(self.ready), "--report", str(self.report_path)]
         self.command = args
         # `ip netns exec` execs the program, so this pid is the delay line's own.

@@ -1,9 +1,11 @@
 """`run()`: one resolved config on real Linux TCP in network namespaces.
 
-Order: preflight (which picks the delay mechanism), the host-wide run lock (runlock.py:
+Order: preflight (which picks the delay mechanism and where the AQM runs, aqm.py), the host-wide run lock (runlock.py:
 one kernel run at a time, held until teardown is done), stale cleanup (namespaces and
 BPF congestion controls), building and registering BBR at other gains (bpf_cc.py), namespaces and veths,
-host settings, tbf, counters and loss rules, delay (netem on the router's interfaces towards
+host settings (and tcp_ecn per sender), tbf (with the kernel's AQM qdisc as its child, or
+as a fast pass-through when cclab's userspace bottleneck in the delay line process shapes and
+queues), counters and loss rules, delay (netem on the router's interfaces towards
 the senders, or the NFQUEUE delay line), idle-RTT ping, iperf3 servers (unbounded flows) and
 the finite-flow receiver with its SYN clock (finite.py), samplers, clients at their start
 times, wait (finite flows still going at the end of the run are stopped there), counters,
@@ -25,8 +27,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cclab.engines.kernel import assemble, bpf_cc, finite, netem, probes, shaping, topology, traffic
-from cclab.engines.kernel.delayline import DelayLine, queues_for
+from cclab.engines.kernel import aqm, assemble, bpf_cc, finite, netem, probes, shaping, topology, traffic
+from cclab.engines.kernel.delayline import DelayLine, bottleneck_args, queues_for
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.netns import RunNamespaces, cleanup_stale, new_run_id, ns_run
 from cclab.engines.kernel.preflight import kernel_config, preflight
@@ -121,6 +123,7 @@ def run(config: dict, *, progress: Callable[[dict], None] | None = None) -> dict
 
 def _run_locked(config: dict, progress: Callable[[dict], None] | None) -> dict:
     choice = netem.choose(config)  # the probe result is cached: no second scratch namespace
+    aqm_choice = aqm.choose(config)  # likewise cached per qdisc kind
     cleanup_stale()
     bpf_cc.cleanup_stale()
     namespaces = RunNamespaces(new_run_id())
@@ -135,7 +138,7 @@ def _run_locked(config: dict, progress: Callable[[dict], None] | None) -> dict:
                 needed = bpf_cc.bpf_names(config)
                 if needed:
                     ccs.register(needed, bpf_cc.kernel_defines(kernel_config()))
-                result = _run(config, choice, namespaces, workdir, started, progress)
+                result = _run(config, choice, aqm_choice, namespaces, workdir, started, progress)
                 if ccs.objects:
                     result["provenance"]["bpf_congestion_controls"] = ccs.describe()
                 return result
@@ -154,6 +157,7 @@ def _run_locked(config: dict, progress: Callable[[dict], None] | None) -> dict:
 def _run(  # noqa: PLR0915
     config: dict,
     choice: netem.DelayChoice,
+    aqm_choice: aqm.AqmChoice,
     namespaces: RunNamespaces,
     workdir: Path,
     started: _Started,
@@ -172,23 +176,43 @@ def _run(  # noqa: PLR0915
         if progress is not None:
             progress({"phase": phase, **extra})
 
-    report("setup", delay_mechanism=choice.mechanism)
+    report("setup", delay_mechanism=choice.mechanism, aqm_implementation=aqm_choice.implementation)
     use_netem = choice.mechanism == netem.NETEM
+    userspace = aqm_choice.userspace
+    ecn_of_flow = [bool(f.get("ecn")) for f in flows]
     topo = topology.build(namespaces, len(flows))
-    topology.configure_hosts(topo, steer=not use_netem)
+    # The delay line and the userspace bottleneck both own CPU0: steer receive work off it.
+    topology.configure_hosts(topo, steer=not use_netem or userspace)
+    topology.configure_ecn(topo, ecn_of_flow)
     limit_bytes = shaping.queue_limit_bytes(b)
-    shaping.install_tbf(topo, rate_bps, limit_bytes)
+    tbf_rate_bps = rate_bps * aqm.PASSTHROUGH_RATE_FACTOR if userspace else rate_bps
+    shaping.install_tbf(topo, tbf_rate_bps, limit_bytes)
+    aqm_cfg = aqm.aqm_of(config)
+    kernel_aqm_args, hard_limit = None, None
+    if not userspace and aqm_cfg["kind"] != aqm.FIFO:
+        kernel_aqm_args, hard_limit = aqm.kernel_qdisc_args(topology.ROUTER_BOTTLENECK_IFNAME, aqm_cfg, b, rate_bps)
+        try:
+            ns_run(topo.router, *kernel_aqm_args)
+        except RuntimeError as error:
+            raise KernelEngineError(f"the {aqm_cfg['kind']} qdisc could not be added under tbf: {error}") from error
+    elif userspace:
+        hard_limit = "the scenario's buffer, as a tail drop before the qdisc's enqueue (frames = IP length + 14)"
     ports = traffic.ports_for(len(flows))
-    shaping.install_counters_and_loss(topo, ports, loss_p)
+    shaping.install_counters_and_loss(topo, ports, loss_p, count_ce=any(ecn_of_flow))
     delays = [rtt_ns + int(f.get("extra_rtt_ns") or 0) for f in flows]
     netem_qdiscs: list[netem.NetemQdisc] = []
     delay_of_queue: dict[int, int] = {}
+    extra_args = bottleneck_args(aqm.USERSPACE_QUEUE, config, shaping.tbf_burst_bytes(rate_bps)) if userspace else None
     if use_netem:
         netem_qdiscs = netem.install(topo.router, topo.sender_ifnames, delays, rate_bps)
+        if userspace:
+            started.delay_line = DelayLine(topo.router, {}, workdir, extra_args)
     else:
         queue_of_flow, delay_of_queue = queues_for(delays)
-        started.delay_line = DelayLine(topo.router, delay_of_queue, workdir)
+        started.delay_line = DelayLine(topo.router, delay_of_queue, workdir, extra_args)
         shaping.install_delay_rules(topo, queue_of_flow)
+    if userspace:
+        shaping.install_bottleneck_rules(topo, aqm.USERSPACE_QUEUE)
 
     idle_rtt = {f["flow_id"]: _idle_rtt_ms(topo.senders[i], IDLE_PINGS) for i, f in enumerate(flows)}
 
@@ -211,7 +235,8 @@ def _run(  # noqa: PLR0915
     traffic.wait_listening(topo.receiver, plans)
 
     flow_probes = {p.flow_id: probes.TcpInfoProbe(p.sender_ns, p.ports.client) for p in plans}
-    tbf_probe = probes.TbfProbe(topo.router, topo.bottleneck_ifindex)
+    child_kind = aqm_cfg["kind"] if kernel_aqm_args else None
+    tbf_probe = probes.TbfProbe(topo.router, topo.bottleneck_ifindex, child_kind)
     tbf_first = tbf_probe.sample()
     softnet0 = probes.softnet_dropped()
     started.sampler = sampler = Sampler(
@@ -228,6 +253,8 @@ def _run(  # noqa: PLR0915
     lead_s = {p.flow_id: launch_lead_s(delay_ns, finite=p.size_bytes is not None) for p, delay_ns in zip(plans, delays, strict=True)}
     t0 = time.monotonic() + max(lead_s[p.flow_id] - p.start_s for p in plans) if plans else time.monotonic()
     sampler.start(t0)
+    # The userspace bottleneck stamps its series with CLOCK_REALTIME.
+    t0_realtime = time.time() - (time.monotonic() - t0)
     if started.receiver is not None:
         started.receiver.set_run_end(t0 + duration_ns / 1e9)
     clients: dict[int, object] = {}
@@ -275,6 +302,8 @@ def _run(  # noqa: PLR0915
         if not received:
             raise KernelEngineError(f"the finite-flow receiver wrote no report: {started.receiver.log_tail()}")
         started.receiver = None
+    if cut_at_end and userspace:
+        aqm.wait_userspace_queue_empty(topo.router, finite.QUEUE_DRAIN_TIMEOUT_S)
     if cut_at_end:
         drain_probe = probes.TbfProbe(topo.router, topo.bottleneck_ifindex)
         try:
@@ -290,6 +319,10 @@ def _run(  # noqa: PLR0915
     delay_report = started.delay_line.stop() if started.delay_line is not None else None
     started.delay_line = None
     netem_stats = netem.read_stats(topo.router, netem_qdiscs)
+    aqm_counters = None
+    if kernel_aqm_args:
+        tc_json = ns_run(topo.router, "tc", "-s", "-j", "qdisc", "show", "dev", topology.ROUTER_BOTTLENECK_IFNAME)
+        aqm_counters = aqm.counters_from_tc_json(tc_json, aqm_cfg["kind"])
     router_counters = shaping.read_counters(topo.router)
     receiver_counters = shaping.read_counters(topo.receiver)
     client_reports = {p.flow_id: traffic.read_client(workdir / f"client{p.index}.json") for p in plans}
@@ -307,7 +340,8 @@ def _run(  # noqa: PLR0915
         queue_limit_bytes=b.get("queue_limit_bytes"), queue_limit_packets=b.get("queue_limit_packets"),
         delay_mechanism=choice.mechanism, netem_qdiscs=netem_qdiscs, netem_stats=netem_stats,
         syn_s=syn_s, received=received, cut_at_end=cut_at_end, sender_retrans=sender_retrans,
-        receiver_cpu_s=receiver_cpu_s,
+        receiver_cpu_s=receiver_cpu_s, aqm_kind=aqm_cfg["kind"], aqm_userspace=userspace,
+        aqm_counters=aqm_counters, t0_realtime=t0_realtime, ecn_of_flow=ecn_of_flow,
     )  # fmt: skip
     flow_results = [assemble.flow_result(m, p) for p in plans]
     qs = assemble.queue_series(m)
@@ -330,6 +364,8 @@ def _run(  # noqa: PLR0915
         "validity": assemble.validity(m, flow_results, bn),
         "provenance": {
             **provenance(config, topo, m, idle_rtt, delay_report, limit_bytes, delay_of_queue, choice),
+            "aqm": aqm.describe(aqm_choice, aqm_cfg, kernel_args=kernel_aqm_args, hard_limit=hard_limit,
+                                counters=aqm_counters),
             "flow_starts": [
                 {"flow_id": p.flow_id, "planned_s": p.start_s, "launch_lead_s": round(lead_s[p.flow_id], 6),
                  "data_syn_s": None if p.flow_id not in syn_s else round(syn_s[p.flow_id], 6)}

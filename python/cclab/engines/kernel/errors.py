@@ -15,3 +15,10 @@ class KernelEngineError(_Base):  # type: ignore[misc, valid-type]
         line = " ".join(str(line).split())
         super().__init__(line)
         self.line = line
+
+
+class KernelEngineRefused(KernelEngineError):
+    """The kernel engine cannot run this config here, found before anything was created:
+    exit status 2 like any config the CLI refuses (the engine never started)."""
+
+    exit_code = 2

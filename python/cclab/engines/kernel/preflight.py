@@ -8,9 +8,9 @@ import shutil
 import subprocess
 from functools import lru_cache
 
-from cclab.engines.kernel import bpf_cc, netem
+from cclab.engines.kernel import aqm, bpf_cc, netem
 from cclab.engines.kernel.delayline import find_binary
-from cclab.engines.kernel.errors import KernelEngineError
+from cclab.engines.kernel.errors import KernelEngineError, KernelEngineRefused
 from cclab.engines.kernel.topology import MAX_FLOWS
 
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
@@ -111,8 +111,6 @@ def preflight(config: dict) -> None:
                 f"flow {f['flow_id']}: this kernel lacks CC {f['cc']} ({AVAILABLE_CC} lists {' '.join(available)}); "
                 f"try `modprobe tcp_{f['cc']}`"
             )
-        if f.get("ecn"):
-            raise KernelEngineError(f"flow {f['flow_id']}: ecn is not supported by the kernel engine yet; use the sim engine")
         if f.get("rwnd_bytes") is not None:
             raise KernelEngineError(f"flow {f['flow_id']}: rwnd_bytes is not supported by the kernel engine")
         if f["start_ns"] >= config["duration_ns"]:
@@ -120,10 +118,18 @@ def preflight(config: dict) -> None:
     if config["duration_ns"] < 1_000_000_000:
         raise KernelEngineError("duration: the kernel engine needs at least 1 s (iperf3 runs whole seconds)")
 
+    if any(f.get("ecn") for f in flows):
+        # ECN itself is per-namespace TCP (net.ipv4.tcp_ecn); the receiver counts CE marks with xt_ecn.
+        _require({"CONFIG_NETFILTER_XT_MATCH_ECN": ("xt_ecn", "iptables ecn match missing (CE marks received per flow)")})
     b = config["bottleneck"]
-    aqm = b.get("aqm", {"kind": "fifo"})["kind"]
-    if aqm != "fifo":
-        raise KernelEngineError(f"bottleneck.aqm: {aqm} is not supported by the kernel engine yet; use the sim engine")
+    # The kernel's qdisc where a scratch namespace accepts it, else the userspace bottleneck;
+    # one line if neither can run it.
+    aqm_choice = aqm.choose(config)
+    if aqm_choice.userspace:
+        problem = aqm.userspace_rate_problem(int(b["rate_bps"]))
+        if problem:
+            raise KernelEngineRefused(problem)
+        _require({"CONFIG_NETFILTER_XT_TARGET_NFQUEUE": ("xt_NFQUEUE", "iptables NFQUEUE target missing (userspace bottleneck)")})
     rate = int(b["rate_bps"])
     if rate > MAX_FAITHFUL_RATE_BPS:
         raise KernelEngineError(

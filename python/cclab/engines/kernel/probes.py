@@ -32,11 +32,13 @@ TCA_KIND = 1
 TCA_STATS2 = 7
 TCA_STATS_BASIC = 1
 TCA_STATS_QUEUE = 3
+TCA_STATS_APP = 4  # the qdisc's own xstats struct (gnet_stats_copy_app)
 ALL_TCP_STATES = 0xFFF  # a socket in any state: the sender may be closing when sampled
 BBR_UNIT = 256  # gains in tcp_bbr_info are shifted left 8 bits
 # enum tcp_ca_state (include/net/tcp.h)
 #: bpf_cc.CA_PREFIX: BBR at other gains, a BPF struct_ops CC without get_info.
 BPF_BBR_PREFIX = "cclab_bbr"
+TCPI_OPT_ECN = 8
 CA_STATE_NAMES = {0: "open", 1: "disorder", 2: "cwr", 3: "recovery", 4: "loss"}
 
 
@@ -97,6 +99,13 @@ class TcpSample:
     bbr_cwnd_gain: int | None = None
     #: tcpi_sacked: SACKed segments still below snd_una's holes (not in the network).
     sacked_pkts: int = 0
+    #: tcpi_options (TCPI_OPT_* bits, include/uapi/linux/tcp.h).
+    options: int = 0
+
+    @property
+    def ecn_ok(self) -> bool:
+        # TCPI_OPT_ECN: the handshake negotiated ECN (tp->ecn_flags & TCP_ECN_OK).
+        return bool(self.options & TCPI_OPT_ECN)
 
     @property
     def inflight_pkts(self) -> int:
@@ -127,7 +136,7 @@ def parse_tcp_info(info: bytes) -> dict[str, int]:
     u32 = lambda o: struct.unpack_from("=I", info, o)[0]  # noqa: E731
     u64 = lambda o: struct.unpack_from("=Q", info, o)[0]  # noqa: E731
     return {
-        "ca_state": u8(1), "unacked": u32(24), "sacked": u32(28), "lost": u32(32), "retrans": u32(36),
+        "ca_state": u8(1), "options": u8(5), "unacked": u32(24), "sacked": u32(28), "lost": u32(32), "retrans": u32(36),
         "rtt_us": u32(68), "ssthresh": u32(76), "cwnd": u32(80), "total_retrans": u32(100),
         "pacing_rate": u64(104), "bytes_acked": u64(120), "min_rtt_us": u32(148),
         "data_segs_out": u32(156), "delivery_rate": u64(160),
@@ -164,7 +173,7 @@ class TcpInfoProbe:
                 ca_state=t["ca_state"], cwnd_pkts=t["cwnd"], ssthresh_pkts=t["ssthresh"],
                 srtt_us=t["rtt_us"], min_rtt_us=t["min_rtt_us"], unacked_pkts=t["unacked"],
                 lost_pkts=t["lost"], retrans_pkts_now=t["retrans"], total_retrans=t["total_retrans"],
-                sacked_pkts=t["sacked"],
+                sacked_pkts=t["sacked"], options=t["options"],
                 pacing_rate_Bps=t["pacing_rate"], delivery_rate_Bps=t["delivery_rate"],
                 bytes_acked=t["bytes_acked"], bytes_sent=t["bytes_sent"], bytes_retrans=t["bytes_retrans"],
                 data_segs_out=t["data_segs_out"], total_rto=None if t["total_rto"] < 0 else t["total_rto"],
@@ -188,6 +197,10 @@ class QdiscStats:
     backlog_bytes: int
     qlen: int
     drops: int
+    #: The qdisc's raw xstats (TCA_STATS_APP), if it has any.
+    app: bytes | None = None
+    #: CE marks so far of the AQM under the tbf (kernel path), when its xstats tell.
+    ce_marks: int | None = None
 
 
 def qdisc_stats_request(ifindex: int) -> bytes:
@@ -207,7 +220,7 @@ def parse_qdisc_stats(msg: bytes, ifindex: int, kind: str) -> QdiscStats | None:
     stats = _attrs(attrs[TCA_STATS2], 0)
     nbytes, npackets = struct.unpack_from("=QI", stats[TCA_STATS_BASIC], 0)
     qlen, backlog, drops, _requeues, _over = struct.unpack_from("=IIIII", stats[TCA_STATS_QUEUE], 0)
-    return QdiscStats(nbytes, npackets, backlog, qlen, drops)
+    return QdiscStats(nbytes, npackets, backlog, qlen, drops, stats.get(TCA_STATS_APP))
 
 
 class QdiscProbe:
@@ -232,10 +245,25 @@ class QdiscProbe:
 
 
 class TbfProbe(QdiscProbe):
-    """Counters of the bottleneck tbf on `ifindex` in namespace `ns`."""
+    """Counters of the bottleneck tbf on `ifindex` in namespace `ns`; with `child_kind` (the
+    kernel AQM under it), that qdisc's CE marks from the same dump."""
 
-    def __init__(self, ns: str, ifindex: int) -> None:
+    def __init__(self, ns: str, ifindex: int, child_kind: str | None = None) -> None:
         super().__init__(ns, ifindex, "tbf")
+        self.child_kind = child_kind
+
+    def sample(self) -> QdiscStats | None:
+        if self.child_kind is None:
+            return super().sample()
+        from cclab.engines.kernel.aqm import ce_marks_from_xstats
+
+        found, child = None, None
+        for _, msg in _nl_dump(self.sock, self.request):
+            found = parse_qdisc_stats(msg, self.ifindex, self.kind) or found
+            child = parse_qdisc_stats(msg, self.ifindex, self.child_kind) or child
+        if found is not None and child is not None:
+            found.ce_marks = ce_marks_from_xstats(self.child_kind, child.app)
+        return found
 
 
 def cpu_times() -> tuple[int, int]:

@@ -6,7 +6,7 @@ import os
 import platform
 import subprocess
 
-from cclab.engines.kernel import assemble, netem, shaping, topology
+from cclab.engines.kernel import aqm, assemble, netem, shaping, topology
 from cclab.engines.kernel.netns import ns_run
 
 HOST_SYSCTLS_REPORTED = [
@@ -74,13 +74,8 @@ def provenance(
             "router_bottleneck": topology.offload_state(topo.router, topology.ROUTER_BOTTLENECK_IFNAME),
             "receiver_eth0": topology.offload_state(topo.receiver),
         },
-        "bottleneck_qdisc": {
-            "kind": "tbf",
-            "rate_bps": rate,
-            "burst_bytes": shaping.tbf_burst_bytes(rate),
-            "limit_bytes": limit_bytes,
-            "where": "router egress towards the receiver",
-        },
+        "bottleneck_qdisc": _bottleneck_qdisc(m, rate, limit_bytes),
+        "userspace_bottleneck": _userspace_bottleneck(m),
         "delay": _delay(choice, m, delay_report, delay_of_queue, rate),
         "loss": {
             "mechanism": "iptables statistic --mode random" if config["bottleneck"].get("loss_probability") else None,
@@ -163,5 +158,27 @@ def _delay(
         "why": why,
         "where": "router FORWARD chain, ACK direction, whole RTT; fail closed (no --queue-bypass)",
         "delay_ns_by_queue": {str(q): d for q, d in delay_of_queue.items()},
-        "report": delay_report,
+        "report": {k: v for k, v in delay_report.items() if k != "bottleneck"} if delay_report else None,
     }
+
+
+def _bottleneck_qdisc(m: assemble.Measured, rate: int, limit_bytes: int) -> dict:
+    """The tbf on the router's egress: the shaper, or (userspace bottleneck) a fast pass-through."""
+    tbf_rate = rate * aqm.PASSTHROUGH_RATE_FACTOR if m.aqm_userspace else rate
+    return {
+        "kind": "tbf",
+        "rate_bps": tbf_rate,
+        "burst_bytes": shaping.tbf_burst_bytes(tbf_rate),
+        "limit_bytes": limit_bytes,
+        "where": "router egress towards the receiver",
+        "role": "pass-through (the userspace bottleneck shapes)" if m.aqm_userspace else "the bottleneck shaper",
+        "child": None if m.aqm_kind == aqm.FIFO or m.aqm_userspace else m.aqm_kind,
+    }
+
+
+def _userspace_bottleneck(m: assemble.Measured) -> dict | None:
+    """The userspace bottleneck's report without its bulky series and per-flow rows."""
+    report = m.userspace_report
+    if report is None:
+        return None
+    return {k: v for k, v in report.items() if k not in ("series", "flows")}

@@ -64,7 +64,16 @@ class FlowPorts:
     client: int
 
 
-def install_counters_and_loss(topo: Topology, ports: list[FlowPorts], loss_probability: float) -> None:
+#: IP ECN codepoint CE (RFC 3168 section 5), as the iptables ecn match's --ecn-ip-ect takes it.
+ECN_CE = 3
+
+
+def install_counters_and_loss(
+    topo: Topology, ports: list[FlowPorts], loss_probability: float, *, count_ce: bool = False
+) -> None:
+    """Per flow: an oversize check, sent and (optionally) random-loss rules on the router, a
+    received-segment counter at the receiver and, with `count_ce`, a counter of the data
+    segments that arrive CE-marked (xt_ecn)."""
     for i, p in enumerate(ports):
         # Any packet longer than the MTU would prove an offload still merged segments.
         _iptables(
@@ -84,6 +93,12 @@ def install_counters_and_loss(topo: Topology, ports: list[FlowPorts], loss_proba
             "-p", "tcp", "--sport", str(p.client), *DATA_MATCH,
             "-m", "comment", "--comment", f"cclab:recv:{i}",
         )  # fmt: skip
+        if count_ce:
+            _iptables(
+                topo.receiver, "-A", "INPUT", "-i", HOST_IFNAME, "-s", sender_ip(i),
+                "-p", "tcp", "--sport", str(p.client), *DATA_MATCH, "-m", "ecn", "--ecn-ip-ect", str(ECN_CE),
+                "-m", "comment", "--comment", f"cclab:ce:{i}",
+            )  # fmt: skip
 
 
 def install_delay_rules(topo: Topology, queue_of_flow: list[int]) -> None:
@@ -93,6 +108,16 @@ def install_delay_rules(topo: Topology, queue_of_flow: list[int]) -> None:
         _iptables(
             topo.router, "-A", "FORWARD", "-i", ROUTER_BOTTLENECK_IFNAME, "-o", f"s{i}",
             "-m", "comment", "--comment", f"cclab:delay:{i}", "-j", "NFQUEUE", "--queue-num", str(queue),
+        )  # fmt: skip
+
+
+def install_bottleneck_rules(topo: Topology, queue: int) -> None:
+    """The data direction of every flow goes to the userspace bottleneck's queue, after the
+    counting and loss rules (as tbf comes after them). No --queue-bypass: fail closed."""
+    for i in range(len(topo.senders)):
+        _iptables(
+            topo.router, "-A", "FORWARD", "-i", f"s{i}", "-o", ROUTER_BOTTLENECK_IFNAME,
+            "-m", "comment", "--comment", f"cclab:bottleneck:{i}", "-j", "NFQUEUE", "--queue-num", str(queue),
         )  # fmt: skip
 
 

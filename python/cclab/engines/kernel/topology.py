@@ -117,6 +117,20 @@ def configure_hosts(topo: Topology, *, steer: bool = True) -> None:
         steer_receive_work(topo)
 
 
+#: net.ipv4.tcp_ecn (Documentation/networking/ip-sysctl.rst): 1 requests ECN on outgoing
+#: connections (and accepts it), 0 never uses it, 2 (the kernel default) accepts it only
+#: when the peer asks. Per namespace, and each flow has its own sender namespace, so each
+#: flow gets its own setting; the receiver accepts whatever a sender asks for.
+TCP_ECN_REQUEST, TCP_ECN_OFF, TCP_ECN_ACCEPT = "1", "0", "2"
+
+
+def configure_ecn(topo: Topology, ecn_of_flow: list[bool]) -> None:
+    """ECN per flow: the sender's namespace requests it (tcp_ecn = 1) or never uses it (0)."""
+    ns_run(topo.receiver, "sysctl", "-q", "-w", f"net.ipv4.tcp_ecn={TCP_ECN_ACCEPT}")
+    for ns, ecn in zip(topo.senders, ecn_of_flow, strict=True):
+        ns_run(ns, "sysctl", "-q", "-w", f"net.ipv4.tcp_ecn={TCP_ECN_REQUEST if ecn else TCP_ECN_OFF}")
+
+
 def rps_mask() -> str | None:
     """CPU mask for veth receive work: every CPU but CPU0, which the delay line owns."""
     n_cpus = os.cpu_count() or 1

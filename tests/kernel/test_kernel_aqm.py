@@ -1,0 +1,183 @@
+"""AQM and ECN at the bottleneck on real TCP: the userspace bottleneck against tbf, the
+bufferbloat case with tail drop and with CoDel, CE marks reaching an ECN flow, the kernel's
+own qdisc where this kernel has it, and nothing left behind."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from cclab.engines.kernel import aqm
+from cclab.engines.kernel import netns as kernel_netns
+from cclab.spec.aqm import resolve_aqm
+from kernelcase import make_config, requires_kernel_engine, run_valid
+
+pytestmark = requires_kernel_engine
+
+FRAME_BYTES = 1514
+PAYLOAD_BYTES = 1448
+#: The bufferbloat case: 100 Mbit/s, 20 ms, a buffer of 10 BDP (2.5 MB), one CUBIC flow.
+BLOAT_RATE_BPS, BLOAT_RTT_NS = 100_000_000, 20_000_000
+BLOAT_BUFFER_BYTES = 10 * BLOAT_RATE_BPS // 8 * BLOAT_RTT_NS // 1_000_000_000
+
+
+def resolved(kind: str, **params: object) -> dict:
+    return {**resolve_aqm(kind, None, buffer_bytes=BLOAT_BUFFER_BYTES, rate_bps=BLOAT_RATE_BPS), **params}
+
+
+def userspace_lacks(kind: str) -> str | None:
+    return aqm.userspace_problem_now(resolved(kind))
+
+
+def with_aqm(config: dict, aqm_config: dict, implementation: str | None = None) -> dict:
+    config["bottleneck"]["aqm"] = aqm_config
+    if implementation is not None:
+        config["aqm_implementation"] = implementation
+    return config
+
+
+needs_userspace_codel = pytest.mark.skipif(
+    userspace_lacks("codel") is not None, reason="the userspace bottleneck has no codel yet (cclab-aqm)"
+)
+
+
+@pytest.fixture(scope="module")
+def tbf_and_userspace_fifo() -> tuple[dict, dict]:
+    # 50 Mbit/s, 20 ms, 1 BDP of buffer, 6 s: the same scenario on tbf and on the userspace FIFO.
+    def config() -> dict:
+        return make_config(rate_bps=50_000_000, rtt_ns=20_000_000, queue_limit_bytes=125_000, duration_ns=6_000_000_000)
+
+    tbf = run_valid(config())
+    userspace = run_valid(with_aqm(config(), {"kind": "fifo"}, aqm.CCLAB))
+    return tbf, userspace
+
+
+def test_the_userspace_fifo_delivers_the_goodput_of_tbf_within_3_percent(tbf_and_userspace_fifo: tuple) -> None:
+    tbf, userspace = tbf_and_userspace_fifo
+    assert tbf["validity"]["valid"], tbf["validity"]["reasons"]
+    assert userspace["validity"]["valid"], userspace["validity"]["reasons"]
+    assert userspace["provenance"]["aqm"]["implementation"] == "cclab"
+    assert tbf["provenance"]["aqm"]["implementation"] == "kernel"
+    g_tbf, g_user = tbf["flows"][0]["goodput_mbps"], userspace["flows"][0]["goodput_mbps"]
+    assert abs(g_user - g_tbf) / g_tbf < 0.03, (g_tbf, g_user)
+    # Never above the payload ceiling: the userspace shaper counts the Ethernet header too.
+    assert g_user <= 50 * PAYLOAD_BYTES / FRAME_BYTES * 1.01
+
+
+def test_the_userspace_fifo_never_holds_more_than_the_buffer_and_only_tail_drops(tbf_and_userspace_fifo: tuple) -> None:
+    _, r = tbf_and_userspace_fifo
+    bn = r["bottleneck"]
+    assert max(r["queue_series"]["queue_bytes"]) <= 125_000
+    assert bn["aqm"] == "fifo" and bn["aqm_drops"] == 0 and bn["ce_marks"] == 0
+    assert bn["drops"] == bn["overflow_drops"] > 0  # CUBIC overflows a 1 BDP buffer
+    # A packet waits at most a full buffer's drain time: 125 kB at 50 Mbit/s = 20 ms.
+    assert bn["sojourn_p99_ms"] <= 20.0 + 1.0
+    assert r["flows"][0]["queue_drop_segments"] == bn["drops"]
+
+
+@pytest.fixture(scope="module")
+def bufferbloat_fifo() -> dict:
+    config = make_config(rate_bps=BLOAT_RATE_BPS, rtt_ns=BLOAT_RTT_NS, queue_limit_bytes=BLOAT_BUFFER_BYTES,
+                         duration_ns=20_000_000_000)  # fmt: skip
+    return run_valid(with_aqm(config, {"kind": "fifo"}, aqm.CCLAB))
+
+
+def test_a_ten_bdp_tail_drop_buffer_holds_cubics_packets_for_hundreds_of_ms(bufferbloat_fifo: dict) -> None:
+    r = bufferbloat_fifo
+    assert r["validity"]["valid"], r["validity"]["reasons"]
+    # The full buffer drains in 200 ms; CUBIC keeps it mostly full.
+    assert 100.0 <= r["bottleneck"]["sojourn_p50_ms"] <= 205.0
+    assert r["flows"][0]["goodput_mbps"] > 0.9 * 100 * PAYLOAD_BYTES / FRAME_BYTES
+
+
+@needs_userspace_codel
+def test_codel_keeps_the_median_sojourn_near_its_5_ms_target() -> None:
+    config = make_config(rate_bps=BLOAT_RATE_BPS, rtt_ns=BLOAT_RTT_NS, queue_limit_bytes=BLOAT_BUFFER_BYTES,
+                         duration_ns=20_000_000_000)  # fmt: skip
+    r = run_valid(with_aqm(config, resolved("codel")))
+    assert r["validity"]["valid"], r["validity"]["reasons"]
+    bn = r["bottleneck"]
+    assert bn["sojourn_p50_ms"] < 15.0, bn
+    assert bn["aqm_drops"] > 0 and bn["ce_marks"] == 0  # a non-ECN flow is dropped, not marked
+    assert r["flows"][0]["aqm_drop_segments"] == bn["aqm_drops"]
+
+
+@needs_userspace_codel
+def test_an_ecn_cubic_flow_behind_codel_with_ecn_receives_ce_marks_instead_of_drops() -> None:
+    config = make_config([{"cc": "cubic", "ecn": True}], rate_bps=BLOAT_RATE_BPS, rtt_ns=BLOAT_RTT_NS,
+                         queue_limit_bytes=BLOAT_BUFFER_BYTES, duration_ns=10_000_000_000)  # fmt: skip
+    r = run_valid(with_aqm(config, resolved("codel", ecn=True)))
+    assert r["validity"]["valid"], r["validity"]["reasons"]
+    flow, bn = r["flows"][0], r["bottleneck"]
+    assert flow["ecn"] is True
+    assert bn["ce_marks"] > 0 and bn["aqm_drops"] == 0
+    # Every mark the bottleneck made arrived: nothing downstream drops or rewrites them.
+    assert flow["ce_marks_received"] == bn["ce_marks"]
+    assert sum(r["queue_series"]["ce_marks"]) <= bn["ce_marks"]
+    assert bn["sojourn_p50_ms"] < 15.0
+
+
+def test_a_flow_without_ecn_does_not_negotiate_it_beside_one_that_does(tbf_and_userspace_fifo: tuple) -> None:
+    config = make_config([{"cc": "cubic", "ecn": True}, {"cc": "cubic", "ecn": False}], duration_ns=2_000_000_000)
+    r = run_valid(config)
+    assert [f["ecn"] for f in r["flows"]] == [True, False]
+    assert r["validity"]["valid"], r["validity"]["reasons"]
+
+
+@pytest.mark.skipif(not aqm.qdisc_probe("fq_codel").available, reason="this kernel has no sch_fq_codel")
+def test_the_kernels_fq_codel_under_tbf_keeps_the_queue_short_and_reports_its_counters() -> None:
+    config = make_config([{"cc": "cubic", "ecn": True}], rate_bps=BLOAT_RATE_BPS, rtt_ns=BLOAT_RTT_NS,
+                         queue_limit_bytes=BLOAT_BUFFER_BYTES, duration_ns=10_000_000_000)  # fmt: skip
+    r = run_valid(with_aqm(config, resolved("fq_codel")))
+    assert r["provenance"]["aqm"]["implementation"] == "kernel"
+    assert r["validity"]["valid"], r["validity"]["reasons"]
+    bn = r["bottleneck"]
+    assert bn["ce_marks"] > 0  # fq_codel marks ECT packets by default
+    assert r["flows"][0]["ce_marks_received"] == bn["ce_marks"]
+    assert bn["sojourn_p50_ms"] < 15.0
+
+
+def test_nothing_is_left_behind_by_a_userspace_bottleneck_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cclab.engines.kernel import engine
+
+    ids: list[str] = []
+    lines: list = []
+
+    def recording_new_run_id() -> str:
+        ids.append(kernel_netns.new_run_id())
+        return ids[-1]
+
+    class RecordingDelayLine(engine.DelayLine):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)
+            lines.append(self)
+
+    monkeypatch.setattr(engine, "new_run_id", recording_new_run_id)
+    monkeypatch.setattr(engine, "DelayLine", RecordingDelayLine)
+    r = engine.run(with_aqm(make_config(duration_ns=1_000_000_000), {"kind": "fifo"}, aqm.CCLAB))
+    assert r["flows"][0]["bytes_delivered"] > 0
+    assert len(ids) == 1 and len(lines) == 1
+    # Namespaces hold the run's qdiscs and iptables rules: gone with them.
+    assert [n for n in kernel_netns.list_cclab_namespaces() if n.startswith(f"{kernel_netns.NAME_PREFIX}{ids[0]}-")] == []
+    assert lines[0].proc.poll() is not None  # the delay line and its bottleneck exited
+    root_rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+    assert "cclab:" not in root_rules
+
+
+def test_an_aqm_that_can_run_nowhere_is_refused_in_one_line_before_any_namespace_exists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cclab.engines.kernel import KernelEngineError, preflight
+
+    if aqm.qdisc_probe("codel").available:
+        pytest.skip("this kernel has sch_codel: the kernel path would run it")
+    monkeypatch.setenv("CCLAB_DELAYLINE", "/nonexistent/cclab-delayline")
+    before = set(kernel_netns.list_cclab_namespaces())
+    with pytest.raises(KernelEngineError) as error:
+        preflight(with_aqm(make_config(), resolved("codel")))
+    # Here the missing delay line is named first (this kernel has no netem either); where
+    # netem exists the line names sch_codel too (test_kernel_aqm_unit.py checks that wording).
+    assert "cclab-delayline" in error.value.line
+    assert "\n" not in error.value.line
+    assert set(kernel_netns.list_cclab_namespaces()) <= before
