@@ -121,3 +121,22 @@ def test_bbr2_without_a_v2alpha_kernel_is_refused_in_one_line_by_the_preflight(m
     monkeypatch.setattr(bpf_cc, "native_versions", lambda available: {"bbr": "v1"})
     line = _fail_before_any_namespace(monkeypatch, make_config([{"cc": "bbr2", "probe_bw_gain": None}]))
     assert "cc bbr2" in line and "no BPF port" in line and "sim engine" in line
+
+
+def test_a_native_v3_flows_mode_comes_from_the_phase_in_tcp_bbr_info():
+    import struct
+
+    from cclab.engines.kernel import probes
+
+    v1 = struct.pack("=IIIII", 1000, 0, 40_000, 256 * 5 // 4, 512)
+    assert "bbr_phase" not in probes.parse_bbr_info(v1)
+    # google/bbr v3's tcp_bbr_info: ..., bbr_mode u8 (36), bbr_phase u8 (37), unused1, bbr_version u8 (39), ...
+    v3 = v1 + struct.pack("=IIII", 0, 0, 0, 0) + bytes([2, 6, 0, 3]) + struct.pack("=III", 100, 200, 3)
+    fields = probes.parse_bbr_info(v3)
+    assert fields["bbr_phase"] == 6 and probes.BBR_PHASE_NAMES[6] == "probe_bw_cruise"
+    s = probes.TcpSample(
+        cc="bbr", ca_state=0, cwnd_pkts=100, ssthresh_pkts=0, srtt_us=0, min_rtt_us=0, unacked_pkts=0, lost_pkts=0,
+        retrans_pkts_now=0, total_retrans=0, pacing_rate_Bps=0, delivery_rate_Bps=0, bytes_acked=0, bytes_sent=0,
+        bytes_retrans=0, data_segs_out=0, total_rto=None, **fields,
+    )  # fmt: skip
+    assert s.mode() == "probe_bw_cruise"  # v1's gain rule would say probe_bw
