@@ -107,6 +107,7 @@ def _fail_before_any_namespace(monkeypatch: pytest.MonkeyPatch, config: dict) ->
     monkeypatch.setattr(preflight.netem, "choose", lambda _c: type("C", (), {"mechanism": preflight.netem.DELAY_LINE})())
     with pytest.raises(KernelEngineError) as error:
         preflight.preflight(config)
+    assert error.value.exit_code == 2  # refused, not failed while running
     return error.value.line
 
 

@@ -15,3 +15,10 @@ class KernelEngineError(_Base):  # type: ignore[misc, valid-type]
         line = " ".join(str(line).split())
         super().__init__(line)
         self.line = line
+
+
+class KernelPreflightError(KernelEngineError):
+    """The kernel engine refuses this config here, before anything is created: exit status 2
+    as for any config an engine does not accept (the CLI's 1 is for failures while running)."""
+
+    exit_code = 2

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from cclab.engines.kernel import bpf_cc, netem
 from cclab.engines.kernel.delayline import find_binary
-from cclab.engines.kernel.errors import KernelEngineError
+from cclab.engines.kernel.errors import KernelEngineError, KernelPreflightError
 from cclab.engines.kernel.topology import MAX_FLOWS
 
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
@@ -62,7 +62,16 @@ def held_acks(rate_bps: int, delay_ns: int) -> int:
 
 
 def preflight(config: dict) -> None:
-    """Raises KernelEngineError with one clear line if this config cannot run faithfully here."""
+    """Raises KernelPreflightError with one clear line if this config cannot run faithfully here."""
+    try:
+        _preflight(config)
+    except KernelPreflightError:
+        raise
+    except KernelEngineError as error:
+        raise KernelPreflightError(error.line) from None
+
+
+def _preflight(config: dict) -> None:
     if os.geteuid() != 0:
         raise KernelEngineError("kernel engine needs root (network namespaces, tc, iptables): run it with sudo")
     for tool, package in TOOLS.items():
