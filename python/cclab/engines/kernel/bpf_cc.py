@@ -186,6 +186,12 @@ def source_of(name: str) -> tuple[Path, dict[str, int]]:
     return SOURCE, {"CCLAB_PROBE_BW_GAIN_PERMILLE": int(m.group(1))}
 
 
+def source_bytes(source: Path) -> bytes:
+    """The source and the headers beside it (bbr3/*.h), in a stable order, for the cache key."""
+    headers = sorted(source.parent.rglob("*.h"))
+    return b"".join(p.read_bytes() for p in [source, *headers])
+
+
 def bpf_names(config: dict, native: dict[str, str] | None = None) -> list[str]:
     """The distinct BPF CCs a resolved config needs, in flow order."""
     names = [kernel_cc_name(f["cc"], f.get("probe_bw_gain"), native) for f in config["flows"]]
@@ -272,7 +278,7 @@ def build(name: str, defines: dict[str, int], cache: Path | None = None) -> Path
     source, variant_defines = source_of(name)
     btf_digest = hashlib.sha256(BTF_PATH.read_bytes()).hexdigest()[:16]
     all_defines = {**variant_defines, **defines}
-    key = object_key(source.read_bytes(), name, platform.release(), btf_digest, all_defines)
+    key = object_key(source_bytes(source), name, platform.release(), btf_digest, all_defines)
     obj = cache / f"{name}-{key}.o"
     if obj.exists():
         return obj
