@@ -94,3 +94,13 @@ def test_a_second_build_of_the_same_gain_comes_from_the_cache(tmp_path, monkeypa
     other = bpf_cc.build("cclab_bbr1100", {"CCLAB_HZ": 250, "CCLAB_MAX_TCP_HEADER": 192}, cache=tmp_path)
     assert other != first and len([a for a in calls if "-target" in a]) == 2
     assert len([p for p in os.listdir(tmp_path) if p.startswith("btf-")]) == 1  # one vmlinux.h for both
+
+
+def test_a_change_in_a_header_beside_the_source_changes_the_cache_key(tmp_path):
+    (tmp_path / "port.bpf.c").write_text('#include "port/state.h"\n')
+    (tmp_path / "port").mkdir()
+    header = tmp_path / "port" / "state.h"
+    header.write_text("#define GAIN 5\n")
+    before = bpf_cc.source_bytes(tmp_path / "port.bpf.c")
+    header.write_text("#define GAIN 6\n")
+    assert bpf_cc.source_bytes(tmp_path / "port.bpf.c") != before
