@@ -141,3 +141,21 @@ def test_a_native_v3_flows_mode_comes_from_the_phase_in_tcp_bbr_info():
         bytes_retrans=0, data_segs_out=0, total_rto=None, **fields,
     )  # fmt: skip
     assert s.mode() == "probe_bw_cruise"  # v1's gain rule would say probe_bw
+
+
+def test_provenance_says_which_implementation_ran_each_bbr_version(monkeypatch):
+    from cclab.engines.kernel.engine import cc_provenance
+
+    monkeypatch.delenv(bpf_cc.FORCE_PORT_ENV, raising=False)
+    flows = make_config([{"cc": "bbr3", "probe_bw_gain": None}, {"cc": "bbr", "probe_bw_gain": 1.25},
+                         {"cc": "cubic", "probe_bw_gain": None}])  # fmt: skip
+    monkeypatch.setattr(bpf_cc, "host_native_versions", lambda: {"bbr": "bbr is Linux's BBRv1"})
+    p = cc_provenance(flows)
+    assert p["cc_implementation"] == {"bbr3": "bpf-port"}  # v1 on a mainline kernel is not listed
+    assert p["cc_implementation_detail"]["bbr3"]["kernel_cc"] == "cclab_bbr3"
+    v3_kernel = {"bbr3": "bbr is google/bbr v3 (/sys/module/tcp_bbr/version = 3)"}
+    monkeypatch.setattr(bpf_cc, "host_native_versions", lambda: v3_kernel)
+    p = cc_provenance(flows)
+    assert p["cc_implementation"] == {"bbr3": "native", "bbr": "bpf-port"}
+    assert p["cc_implementation_detail"]["bbr"]["kernel_cc"] == "cclab_bbr1250"
+    assert cc_provenance(make_config([{"cc": "cubic", "probe_bw_gain": None}])) == {}
