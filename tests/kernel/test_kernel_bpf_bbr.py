@@ -135,7 +135,7 @@ def test_nothing_stays_registered_after_sigint(monkeypatch):
 
 
 def test_a_cc_left_by_a_dead_run_is_unregistered_by_the_next():
-    obj = bpf_cc.build(1500, bpf_cc.kernel_defines(kernel_config()))
+    obj = bpf_cc.build("cclab_bbr1500", bpf_cc.kernel_defines(kernel_config()))
     bpftool = bpf_cc.find_bpftool()
     with exclusive_run():  # as a run would: no other run's CCs are registered meanwhile
         subprocess.run([bpftool, "struct_ops", "register", str(obj)], check=True, capture_output=True)

@@ -10,26 +10,28 @@ from cclab.engines.kernel import bpf_cc
 from kernelcase import make_config
 
 HZ_250_NO_TUNNELS = {"CONFIG_HZ": "250", "CONFIG_X86_L1_CACHE_SHIFT": "6"}
+#: native_versions() of a mainline kernel: its `bbr` is BBRv1.
+MAINLINE = {"bbr": "bbr is Linux's BBRv1"}
 
 
 def test_bbr_at_the_linux_gain_keeps_the_kernels_own_bbr(monkeypatch):
     monkeypatch.delenv(bpf_cc.FORCE_PORT_ENV, raising=False)
-    assert bpf_cc.kernel_cc_name("bbr", 1.25) == "bbr"
-    assert bpf_cc.kernel_cc_name("bbr", None) == "bbr"
+    assert bpf_cc.kernel_cc_name("bbr", 1.25, MAINLINE) == "bbr"
+    assert bpf_cc.kernel_cc_name("bbr", None, MAINLINE) == "bbr"
     assert bpf_cc.kernel_cc_name("cubic", None) == "cubic"
 
 
 def test_bbr_at_other_gains_gets_a_cclab_name_that_fits_the_kernels_16_bytes(monkeypatch):
     monkeypatch.delenv(bpf_cc.FORCE_PORT_ENV, raising=False)
-    assert bpf_cc.kernel_cc_name("bbr", 1.5) == "cclab_bbr1500"
-    assert bpf_cc.kernel_cc_name("bbr", 1.1) == "cclab_bbr1100"
-    longest = bpf_cc.kernel_cc_name("bbr", bpf_cc.MAX_GAIN_PERMILLE / 1000)
+    assert bpf_cc.kernel_cc_name("bbr", 1.5, MAINLINE) == "cclab_bbr1500"
+    assert bpf_cc.kernel_cc_name("bbr", 1.1, MAINLINE) == "cclab_bbr1100"
+    longest = bpf_cc.kernel_cc_name("bbr", bpf_cc.MAX_GAIN_PERMILLE / 1000, MAINLINE)
     assert len(longest) < 16  # TCP_CA_NAME_MAX counts the NUL
 
 
 def test_forcing_the_port_puts_bbr_at_1_25_on_the_bpf_build(monkeypatch):
     monkeypatch.setenv(bpf_cc.FORCE_PORT_ENV, "1")
-    assert bpf_cc.kernel_cc_name("bbr", 1.25) == "cclab_bbr1250"
+    assert bpf_cc.kernel_cc_name("bbr", 1.25, MAINLINE) == "cclab_bbr1250"
     assert bpf_cc.kernel_cc_name("cubic", None) == "cubic"
 
 
@@ -44,7 +46,7 @@ def test_a_config_needs_each_distinct_bpf_cc_once(monkeypatch):
     monkeypatch.delenv(bpf_cc.FORCE_PORT_ENV, raising=False)
     config = make_config([{"cc": "bbr", "probe_bw_gain": 1.5}, {"cc": "bbr", "probe_bw_gain": 1.5},
                           {"cc": "bbr", "probe_bw_gain": 1.25}, {"cc": "cubic", "probe_bw_gain": None}])  # fmt: skip
-    assert bpf_cc.bpf_names(config) == ["cclab_bbr1500"]
+    assert bpf_cc.bpf_names(config, MAINLINE) == ["cclab_bbr1500"]
 
 
 def test_max_tcp_header_follows_the_kernel_config():
@@ -82,13 +84,23 @@ def test_a_second_build_of_the_same_gain_comes_from_the_cache(tmp_path, monkeypa
         return real_run(args, what)
 
     monkeypatch.setattr(bpf_cc, "_run", counting_run)
-    first = bpf_cc.build(1500, {"CCLAB_HZ": 250, "CCLAB_MAX_TCP_HEADER": 192}, cache=tmp_path)
+    first = bpf_cc.build("cclab_bbr1500", {"CCLAB_HZ": 250, "CCLAB_MAX_TCP_HEADER": 192}, cache=tmp_path)
     compiles = [a for a in calls if "-target" in a]
     assert len(compiles) == 1 and first.exists() and first.name.startswith("cclab_bbr1500-")
     mtime = first.stat().st_mtime_ns
-    second = bpf_cc.build(1500, {"CCLAB_HZ": 250, "CCLAB_MAX_TCP_HEADER": 192}, cache=tmp_path)
+    second = bpf_cc.build("cclab_bbr1500", {"CCLAB_HZ": 250, "CCLAB_MAX_TCP_HEADER": 192}, cache=tmp_path)
     assert second == first and second.stat().st_mtime_ns == mtime
     assert len([a for a in calls if "-target" in a]) == 1  # no second compile
-    other = bpf_cc.build(1100, {"CCLAB_HZ": 250, "CCLAB_MAX_TCP_HEADER": 192}, cache=tmp_path)
+    other = bpf_cc.build("cclab_bbr1100", {"CCLAB_HZ": 250, "CCLAB_MAX_TCP_HEADER": 192}, cache=tmp_path)
     assert other != first and len([a for a in calls if "-target" in a]) == 2
     assert len([p for p in os.listdir(tmp_path) if p.startswith("btf-")]) == 1  # one vmlinux.h for both
+
+
+def test_a_change_in_a_header_beside_the_source_changes_the_cache_key(tmp_path):
+    (tmp_path / "port.bpf.c").write_text('#include "port/state.h"\n')
+    (tmp_path / "port").mkdir()
+    header = tmp_path / "port" / "state.h"
+    header.write_text("#define GAIN 5\n")
+    before = bpf_cc.source_bytes(tmp_path / "port.bpf.c")
+    header.write_text("#define GAIN 6\n")
+    assert bpf_cc.source_bytes(tmp_path / "port.bpf.c") != before

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cclab.engines.kernel.errors import KernelEngineError, KernelEngineRefused
+from cclab.engines.kernel.errors import KernelEngineError, KernelPreflightError
 
 CONFIG_KEY = "aqm_implementation"
 ENV = "CCLAB_AQM"
@@ -108,7 +108,7 @@ def choose(
         problem = why_not_userspace(aqm)
         if problem:
             missing = f"this kernel has no sch_{kind} (tc: {result.detail}) and " if result and not result.available else ""
-            raise KernelEngineRefused(
+            raise KernelPreflightError(
                 f"bottleneck.aqm: {kind} cannot run here: {missing}the userspace bottleneck is unavailable: {problem}"
             )
         return AqmChoice(kind, CCLAB, requested, source, result, why)
@@ -121,7 +121,7 @@ def choose(
     if result.available:
         return AqmChoice(kind, KERNEL, requested, source, result, f"sch_{kind} is available")
     if requested == KERNEL:
-        raise KernelEngineRefused(
+        raise KernelPreflightError(
             f"{source}=kernel asks for the kernel's {kind}, but this kernel has no sch_{kind} (tc: {result.detail}); "
             f"try `modprobe sch_{kind}`, or {ENV}=auto for cclab's userspace bottleneck"
         )

@@ -1,10 +1,17 @@
-"""BBR with another PROBE_BW up-gain on the kernel engine: a BPF struct_ops port of
-tcp_bbr.c (crates/cclab-bpf-bbr/bbr.bpf.c) built per gain and registered for one run.
+"""BBR variants the running kernel does not have, as BPF struct_ops congestion controls
+built from crates/cclab-bpf-bbr and registered for one run.
 
-A BBR flow at the Linux gain (1.25) runs the kernel's own `bbr`, the ground truth; any
-other gain runs `cclab_bbr<gain x 1000>`, compiled with clang against this kernel's BTF
-(vmlinux.h from bpftool), cached by source, gain, kernel and BTF, and registered with
-`bpftool struct_ops register` before the run, unregistered at teardown.
+- BBRv1 at another PROBE_BW up-gain: `cclab_bbr<gain x 1000>` from bbr.bpf.c (a port of
+  Linux tcp_bbr.c). At Linux's gain (1.25) the kernel's own `bbr` runs, the ground truth.
+- BBRv3 (cc "bbr3"): the kernel's own when it has one (google/bbr's v3 kernel registers it
+  as `bbr`; `native_versions()` tells v3 from v1), else `cclab_bbr3` from bbr3.bpf.c, a port
+  of google/bbr v3 tcp_bbr.c onto mainline's rate sample (docs/FIDELITY.md). On a v3
+  kernel BBRv1 (cc "bbr") runs the v1 port, since that kernel's `bbr` is v3.
+- BBRv2 (cc "bbr2"): only google/bbr's v2alpha kernel (`bbr2`); there is no port.
+
+Objects are compiled with clang against this kernel's BTF (vmlinux.h from bpftool), cached
+by source, variant, kernel and BTF, registered with `bpftool struct_ops register` before
+the run and unregistered at teardown.
 
 Registering a CC is kernel-global. Names are cclab's own (prefix `cclab_bbr`), the root
 namespace's default CC is never touched, and kernel runs are serialized by the host-wide
@@ -24,6 +31,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from cclab.engines.kernel.errors import KernelEngineError
@@ -34,7 +42,21 @@ LINUX_PROBE_BW_GAIN_PERMILLE = 1250
 #: pacing_gain is a 10-bit field of BBR_UNIT (256) in struct bbr: gains below 1023/256.
 MAX_GAIN_PERMILLE = 1023 * 1000 // 256
 FORCE_PORT_ENV = "CCLAB_KERNEL_BBR_PORT"
-SOURCE = Path(__file__).resolve().parents[4] / "crates" / "cclab-bpf-bbr" / "bbr.bpf.c"
+SOURCE_DIR = Path(__file__).resolve().parents[4] / "crates" / "cclab-bpf-bbr"
+SOURCE = SOURCE_DIR / "bbr.bpf.c"
+#: Spec cc -> the BPF port that stands in when the kernel lacks it natively.
+PORTS = {"bbr3": f"{CA_PREFIX}3"}
+PORT_SOURCES = {f"{CA_PREFIX}3": SOURCE_DIR / "bbr3.bpf.c"}
+#: Spec cc -> the name google/bbr's kernels register it under.
+NATIVE_NAMES = {"bbr3": "bbr", "bbr2": "bbr2"}
+#: Kernel functions only google/bbr's versions have: v3's tcp_bbr.c registers
+#: bbr_skb_marked_lost as a kfunc (so it is never inlined away); v2alpha's tcp_bbr2.c
+#: names its functions bbr2_*.
+V3_SYMBOL = "bbr_skb_marked_lost"
+V2_SYMBOL = "bbr2_main"
+SYS_MODULE = Path("/sys/module")
+KALLSYMS = Path("/proc/kallsyms")
+AVAILABLE_CC = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 BTF_PATH = Path("/sys/kernel/btf/vmlinux")
 RECORD_DIR = Path("/run/cclab/bpf")
 #: Debian's bpftool package installs to /usr/sbin, not on a normal user's PATH.
@@ -62,24 +84,117 @@ def port_forced() -> bool:
     return os.environ.get(FORCE_PORT_ENV) == "1"
 
 
-def kernel_cc_name(cc: str, gain: float | None) -> str:
-    """The name the sender's socket selects: the flow's CC, or cclab_bbr<permille>
-    for BBR at a gain other than Linux's."""
-    if cc != "bbr":
+@lru_cache(maxsize=1)
+def _kernel_symbols() -> frozenset[str]:
+    try:
+        text = KALLSYMS.read_text()
+    except OSError:
+        return frozenset()
+    found = set()
+    for line in text.splitlines():
+        parts = line.split()  # address, type, name[, [module]]
+        if len(parts) >= 3 and parts[2] in (V3_SYMBOL, V2_SYMBOL):
+            found.add(parts[2])
+    return frozenset(found)
+
+
+def _module_version(module: str) -> str:
+    """`modinfo -F version` of a module not loaded yet ("" if none or no modinfo)."""
+    if shutil.which("modinfo") is None:
+        return ""
+    out = subprocess.run(["modinfo", "-F", "version", module], capture_output=True, text=True, timeout=30)
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def native_versions(
+    available: list[str],
+    *,
+    sys_module: Path = SYS_MODULE,
+    symbols: frozenset[str] | None = None,
+    module_version=_module_version,  # noqa: ANN001
+) -> dict[str, str]:
+    """The BBR versions this kernel has natively: spec cc -> how that was told, e.g.
+    {"bbr3": "bbr is google/bbr v3 (/sys/module/tcp_bbr/version = 3)"}. "bbr" (v1) is
+    included unless the kernel's `bbr` is v3. Never guessed: v3 only from the module's
+    version string (tcp_bbr.c v3: MODULE_VERSION(BBR_VERSION); mainline's has none) or a
+    v3-only kernel symbol. A tcp_bbr module not loaded yet (a root socket that selects
+    `bbr` loads it) is told by modinfo."""
+    found: dict[str, str] = {}
+    symbols = _kernel_symbols() if symbols is None else symbols
+    if "bbr" not in available and module_version("tcp_bbr") == "3":
+        found["bbr3"] = "bbr is google/bbr v3 (modinfo tcp_bbr: version 3, not loaded yet)"
+    elif "bbr" in available:
+        version_file = sys_module / "tcp_bbr" / "version"
+        try:
+            version = version_file.read_text().strip()
+        except OSError:
+            version = ""
+        if version == "3":
+            found["bbr3"] = f"bbr is google/bbr v3 ({version_file} = 3)"
+        elif V3_SYMBOL in symbols:
+            found["bbr3"] = f"bbr is google/bbr v3 (kernel symbol {V3_SYMBOL})"
+        else:
+            found["bbr"] = "bbr is Linux's BBRv1"
+    if "bbr2" in available and ((sys_module / "tcp_bbr2").exists() or V2_SYMBOL in symbols):
+        found["bbr2"] = "bbr2 is google/bbr v2alpha"
+    return found
+
+
+@lru_cache(maxsize=1)
+def host_native_versions() -> dict[str, str]:
+    """native_versions() of this host (cached for the process)."""
+    try:
+        available = AVAILABLE_CC.read_text().split()
+    except OSError:
+        available = []
+    return native_versions(available)
+
+
+def kernel_cc_name(cc: str, gain: float | None, native: dict[str, str] | None = None) -> str:
+    """The name the sender's socket selects: the kernel's own CC where it has the asked
+    version, else cclab's BPF port. `native` defaults to host_native_versions()."""
+    if cc not in ("bbr", *PORTS, *NATIVE_NAMES):
         return cc
+    native = host_native_versions() if native is None else native
+    if cc != "bbr":
+        if cc in native:
+            return NATIVE_NAMES[cc]
+        return PORTS.get(cc, NATIVE_NAMES[cc])  # no port: preflight refuses it
     permille = LINUX_PROBE_BW_GAIN_PERMILLE if gain is None else permille_of(gain)
-    if permille == LINUX_PROBE_BW_GAIN_PERMILLE and not port_forced():
+    # google/bbr's v3 kernel registers v3 as `bbr`: BBRv1 then needs the port.
+    if permille == LINUX_PROBE_BW_GAIN_PERMILLE and not port_forced() and "bbr3" not in native:
         return cc
     return f"{CA_PREFIX}{permille}"
+
+
+def implementation(kernel_cc: str) -> str:
+    """For provenance "cc_implementation": "native" or "bpf-port"."""
+    return "bpf-port" if is_bpf_name(kernel_cc) else "native"
 
 
 def is_bpf_name(name: str) -> bool:
     return name.startswith(CA_PREFIX)
 
 
-def bpf_names(config: dict) -> list[str]:
+def source_of(name: str) -> tuple[Path, dict[str, int]]:
+    """The source file of a cclab BPF CC and the defines that select its variant."""
+    if name in PORT_SOURCES:
+        return PORT_SOURCES[name], {}
+    m = re.fullmatch(rf"{CA_PREFIX}(\d{{4}})", name)
+    if m is None:
+        raise KernelEngineError(f"{name} is not a cclab BPF congestion control")
+    return SOURCE, {"CCLAB_PROBE_BW_GAIN_PERMILLE": int(m.group(1))}
+
+
+def source_bytes(source: Path) -> bytes:
+    """The source and the headers beside it (bbr3/*.h), in a stable order, for the cache key."""
+    headers = sorted(source.parent.rglob("*.h"))
+    return b"".join(p.read_bytes() for p in [source, *headers])
+
+
+def bpf_names(config: dict, native: dict[str, str] | None = None) -> list[str]:
     """The distinct BPF CCs a resolved config needs, in flow order."""
-    names = [kernel_cc_name(f["cc"], f.get("probe_bw_gain")) for f in config["flows"]]
+    names = [kernel_cc_name(f["cc"], f.get("probe_bw_gain"), native) for f in config["flows"]]
     return list(dict.fromkeys(n for n in names if is_bpf_name(n)))
 
 
@@ -103,7 +218,18 @@ def toolchain_problem() -> str | None:
         return f"this kernel has no BTF ({BTF_PATH})"
     if not SOURCE.exists():
         return f"the BPF BBR source is missing ({SOURCE})"
+    if not _has_tcp_struct_ops():
+        return "this kernel cannot load a congestion control as BPF struct_ops (CONFIG_BPF_JIT, BTF)"
     return None
+
+
+@lru_cache(maxsize=1)
+def _has_tcp_struct_ops() -> bool:
+    """The kernel's BTF names bpf_struct_ops_tcp_congestion_ops (net/ipv4/bpf_tcp_ca.c)."""
+    try:
+        return b"bpf_struct_ops_tcp_congestion_ops" in BTF_PATH.read_bytes()
+    except OSError:
+        return False
 
 
 def cache_dir() -> Path:
@@ -130,10 +256,10 @@ def kernel_defines(config: dict[str, str]) -> dict[str, int]:
     return {"CCLAB_HZ": hz, "CCLAB_MAX_TCP_HEADER": max_tcp_header}
 
 
-def object_key(source: bytes, permille: int, release: str, btf_digest: str, defines: dict[str, int]) -> str:
+def object_key(source: bytes, variant: object, release: str, btf_digest: str, defines: dict[str, int]) -> str:
     """Cache key of one built object: everything that changes its bytes."""
     h = hashlib.sha256(source)
-    h.update(json.dumps([permille, release, btf_digest, sorted(defines.items())]).encode())
+    h.update(json.dumps([variant, release, btf_digest, sorted(defines.items())]).encode())
     return h.hexdigest()[:20]
 
 
@@ -145,13 +271,14 @@ def _run(args: list[str], what: str) -> str:
     return out.stdout
 
 
-def build(permille: int, defines: dict[str, int], cache: Path | None = None) -> Path:
-    """The compiled object for `permille`, from the cache if an identical build exists."""
+def build(name: str, defines: dict[str, int], cache: Path | None = None) -> Path:
+    """The compiled object of the cclab BPF CC `name`, from the cache if an identical build exists."""
     cache = cache or cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
+    source, variant_defines = source_of(name)
     btf_digest = hashlib.sha256(BTF_PATH.read_bytes()).hexdigest()[:16]
-    key = object_key(SOURCE.read_bytes(), permille, platform.release(), btf_digest, defines)
-    name = f"{CA_PREFIX}{permille}"
+    all_defines = {**variant_defines, **defines}
+    key = object_key(source_bytes(source), name, platform.release(), btf_digest, all_defines)
     obj = cache / f"{name}-{key}.o"
     if obj.exists():
         return obj
@@ -168,9 +295,8 @@ def build(permille: int, defines: dict[str, int], cache: Path | None = None) -> 
     arch = {"x86_64": "x86", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
     tmp_obj = obj.with_suffix(f".tmp{os.getpid()}")
     args = [find_clang() or "clang", "-O2", "-g", "-target", "bpf", f"-D__TARGET_ARCH_{arch}", f"-I{header_dir}"]
-    args += [f"-DCCLAB_PROBE_BW_GAIN_PERMILLE={permille}", f"-DCCLAB_CA_NAME={name}"]
-    args += [f"-D{k}={v}" for k, v in sorted(defines.items())]
-    _run([*args, "-c", str(SOURCE), "-o", str(tmp_obj)], f"compiling {name}")
+    args += [f"-DCCLAB_CA_NAME={name}", *(f"-D{k}={v}" for k, v in sorted(all_defines.items()))]
+    _run([*args, "-c", str(source), "-o", str(tmp_obj)], f"compiling {name}")
     tmp_obj.replace(obj)
     return obj
 
@@ -241,7 +367,7 @@ class RunCcs:
         """Builds (or takes from the cache) and registers each CC in `names`."""
         bpftool = find_bpftool() or "bpftool"
         for name in names:
-            obj = build(int(name[len(CA_PREFIX) :]), defines)
+            obj = build(name, defines)
             taken = [e for e in list_registered(bpftool) if e.get("name") == name]
             if taken:
                 raise KernelEngineError(f"{name} is already registered by a live process (bpftool struct_ops list)")
@@ -265,4 +391,42 @@ class RunCcs:
 
     def describe(self) -> dict[str, dict]:
         """For provenance: each BPF CC's object file (its name holds the cache key)."""
-        return {name: {"object": obj, "source": str(SOURCE)} for name, obj in self.objects.items()}
+        return {name: {"object": obj, "source": str(source_of(name)[0])} for name, obj in self.objects.items()}
+
+    def read_state_counts(self) -> dict[str, dict[str, int]]:
+        """Per registered BBRv3 port: ACKs processed in each state and the loss responses
+        it made (bbr3.bpf.c's `bbr3_stats` array); read before unregistering."""
+        out = {}
+        for name in self.registered:
+            if name in PORT_SOURCES:
+                counts = read_stats_map(STATS_MAP, STATS_PROGRAM)
+                if counts is not None:
+                    out[name] = dict(zip(STATS_NAMES, counts, strict=False))
+        return out
+
+
+#: bbr3.bpf.c: the counters array, a program that uses it, and the meaning of each entry.
+STATS_MAP = "bbr3_stats"
+STATS_PROGRAM = "bbr3_main"
+STATS_NAMES = ("startup", "drain", "probe_bw_down", "probe_bw_cruise", "probe_bw_refill", "probe_bw_up",
+               "probe_rtt", "inflight_hi_cuts", "lower_bound_cuts")  # fmt: skip
+
+
+def read_stats_map(map_name: str, program: str) -> list[int] | None:
+    """The values of the array `map_name` used by the loaded program `program`, or None."""
+    bpftool = find_bpftool() or "bpftool"
+    try:
+        progs = json.loads(_run([bpftool, "-j", "prog", "show"], "bpftool prog show") or "[]")
+        maps = {m["id"]: m for m in json.loads(_run([bpftool, "-j", "map", "show"], "bpftool map show") or "[]")}
+        ids = [i for p in progs if p.get("name") == program for i in p.get("map_ids", [])]
+        ours = [i for i in ids if maps.get(i, {}).get("name") == map_name]
+        if not ours:
+            return None
+        dump = json.loads(_run([bpftool, "-j", "map", "dump", "id", str(max(ours))], "bpftool map dump"))
+    except (KernelEngineError, ValueError):
+        return None
+    values = {}
+    for entry in dump:
+        e = entry.get("formatted", entry)
+        values[int(e["key"])] = int(e["value"])
+    return [values[k] for k in sorted(values)]

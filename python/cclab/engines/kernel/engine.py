@@ -141,6 +141,9 @@ def _run_locked(config: dict, progress: Callable[[dict], None] | None) -> dict:
                 result = _run(config, choice, aqm_choice, namespaces, workdir, started, progress)
                 if ccs.objects:
                     result["provenance"]["bpf_congestion_controls"] = ccs.describe()
+                    if counts := ccs.read_state_counts():
+                        result["provenance"]["bpf_cc_state_acks"] = counts
+                result["provenance"].update(cc_provenance(config))
                 return result
             finally:
                 started.stop_all()
@@ -375,6 +378,22 @@ def _run(  # noqa: PLR0915
     }  # fmt: skip
     report("done")
     return result
+
+
+def cc_provenance(config: dict) -> dict:
+    """Which implementation ran each BBRv2/v3 flow ("native" or "bpf-port", CONTRACT.md),
+    the kernel CC it selected, and how a native version was told apart from BBRv1."""
+    native = bpf_cc.host_native_versions()
+    impl, detail = {}, {}
+    for f in config["flows"]:
+        if f["cc"] in bpf_cc.NATIVE_NAMES or (f["cc"] == "bbr" and "bbr3" in native):
+            kernel_cc = bpf_cc.kernel_cc_name(f["cc"], f.get("probe_bw_gain"))
+            impl[f["cc"]] = bpf_cc.implementation(kernel_cc)
+            how = native.get(f["cc"]) if impl[f["cc"]] == "native" else "not in this kernel"
+            if f["cc"] == "bbr":
+                how = native["bbr3"]  # BBRv1 on a v3 kernel: its `bbr` is v3
+            detail[f["cc"]] = {"kernel_cc": kernel_cc, "why": how}
+    return {"cc_implementation": impl, "cc_implementation_detail": detail} if impl else {}
 
 
 def _relative_to(records: dict[int, dict], t0: float) -> dict[int, dict]:

@@ -17,8 +17,8 @@ class KernelEngineError(_Base):  # type: ignore[misc, valid-type]
         self.line = line
 
 
-class KernelEngineRefused(KernelEngineError):
-    """The kernel engine cannot run this config here, found before anything was created:
-    exit status 2 like any config the CLI refuses (the engine never started)."""
+class KernelPreflightError(KernelEngineError):
+    """The kernel engine refuses this config here, before anything is created: exit status 2
+    as for any config an engine does not accept (the CLI's 1 is for failures while running)."""
 
     exit_code = 2

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from cclab.engines.kernel import aqm, bpf_cc, netem
 from cclab.engines.kernel.delayline import find_binary
-from cclab.engines.kernel.errors import KernelEngineError, KernelEngineRefused
+from cclab.engines.kernel.errors import KernelEngineError, KernelPreflightError
 from cclab.engines.kernel.topology import MAX_FLOWS
 
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
@@ -62,7 +62,16 @@ def held_acks(rate_bps: int, delay_ns: int) -> int:
 
 
 def preflight(config: dict) -> None:
-    """Raises KernelEngineError with one clear line if this config cannot run faithfully here."""
+    """Raises KernelPreflightError with one clear line if this config cannot run faithfully here."""
+    try:
+        _preflight(config)
+    except KernelPreflightError:
+        raise
+    except KernelEngineError as error:
+        raise KernelPreflightError(error.line) from None
+
+
+def _preflight(config: dict) -> None:
     if os.geteuid() != 0:
         raise KernelEngineError("kernel engine needs root (network namespaces, tc, iptables): run it with sudo")
     for tool, package in TOOLS.items():
@@ -90,23 +99,26 @@ def preflight(config: dict) -> None:
         raise KernelEngineError(f"flows: the kernel engine supports at most {MAX_FLOWS} flows (got {len(flows)})")
     with open(AVAILABLE_CC) as f:
         available = f.read().split()
+    native = bpf_cc.native_versions(available)
     bpf_problem: str | None | bool = False  # not asked yet
     for f in flows:
         gain = f.get("probe_bw_gain")
         try:
-            kernel_cc = bpf_cc.kernel_cc_name(f["cc"], gain)
+            kernel_cc = bpf_cc.kernel_cc_name(f["cc"], gain, native)
         except ValueError as error:
             raise KernelEngineError(f"flow {f['flow_id']}: {error} (the kernel engine builds BBR per 0.001 of gain)") from None
         if bpf_cc.is_bpf_name(kernel_cc):
             if bpf_problem is False:
                 bpf_problem = bpf_cc.toolchain_problem() or _hz_problem()
             if bpf_problem:
-                raise KernelEngineError(
-                    f"flow {f['flow_id']}: probe_bw_gain {gain} needs BBR built as a BPF congestion control "
-                    f"(kernel BBR's gain is fixed at {KERNEL_BBR_PROBE_BW_GAIN}), but {bpf_problem}; "
-                    "run `make install` or use the sim engine"
-                )
-        elif f["cc"] not in available:
+                raise KernelEngineError(f"flow {f['flow_id']}: {_why_bpf(f['cc'], gain, native)}, but {bpf_problem}; "
+                                        "run `make install` or use the sim engine")  # fmt: skip
+        elif f["cc"] in bpf_cc.NATIVE_NAMES and f["cc"] not in native:
+            raise KernelEngineError(
+                f"flow {f['flow_id']}: cc {f['cc']} needs google/bbr's {f['cc']} kernel and the kernel engine has no BPF "
+                f"port of it ({AVAILABLE_CC} lists {' '.join(available)}); use the sim engine"
+            )
+        elif kernel_cc not in available:
             raise KernelEngineError(
                 f"flow {f['flow_id']}: this kernel lacks CC {f['cc']} ({AVAILABLE_CC} lists {' '.join(available)}); "
                 f"try `modprobe tcp_{f['cc']}`"
@@ -128,7 +140,7 @@ def preflight(config: dict) -> None:
     if aqm_choice.userspace:
         problem = aqm.userspace_rate_problem(int(b["rate_bps"]))
         if problem:
-            raise KernelEngineRefused(problem)
+            raise KernelPreflightError(problem)
         _require({"CONFIG_NETFILTER_XT_TARGET_NFQUEUE": ("xt_NFQUEUE", "iptables NFQUEUE target missing (userspace bottleneck)")})
     rate = int(b["rate_bps"])
     if rate > MAX_FAITHFUL_RATE_BPS:
@@ -146,6 +158,16 @@ def preflight(config: dict) -> None:
             f"bottleneck: rate x RTT ({rate / 1e6:.0f} Mbit/s x {max_delay / 1e6:.0f} ms) needs more held ACKs "
             f"than the delay line holds faithfully ({MAX_HELD_ACKS}); use the sim engine"
         )
+
+
+def _why_bpf(cc: str, gain: float | None, native: dict[str, str]) -> str:
+    """Why this flow needs a BPF congestion control, for the refusal line."""
+    if cc in bpf_cc.PORTS:
+        return f"cc {cc} is not in this kernel and runs as a BPF port ({bpf_cc.PORTS[cc]})"
+    if "bbr3" in native and gain in (None, KERNEL_BBR_PROBE_BW_GAIN):
+        return "cc bbr (v1) runs as a BPF port, since this kernel's bbr is google/bbr v3"
+    return (f"probe_bw_gain {gain} needs BBR built as a BPF congestion control "
+            f"(kernel BBR's gain is fixed at {KERNEL_BBR_PROBE_BW_GAIN})")  # fmt: skip
 
 
 def _hz_problem() -> str | None:

@@ -40,6 +40,11 @@ BBR_UNIT = 256  # gains in tcp_bbr_info are shifted left 8 bits
 BPF_BBR_PREFIX = "cclab_bbr"
 TCPI_OPT_ECN = 8
 CA_STATE_NAMES = {0: "open", 1: "disorder", 2: "cwr", 3: "recovery", 4: "loss"}
+#: google/bbr v2alpha/v3 extend tcp_bbr_info (include/uapi/linux/inet_diag.h): bbr_phase at
+#: byte 37 and bbr_version at byte 39 (v1's struct is 20 bytes). enum tcp_bbr_phase -> cc_mode.
+BBR_PHASE_OFFSET, BBR_VERSION_OFFSET = 37, 39
+BBR_PHASE_NAMES = {1: "startup", 2: "drain", 3: "probe_rtt", 4: "probe_bw_up", 5: "probe_bw_down",
+                   6: "probe_bw_cruise", 7: "probe_bw_refill"}  # fmt: skip
 
 
 def _nl_socket(protocol: int, ns: str) -> socket.socket:
@@ -97,6 +102,8 @@ class TcpSample:
     bbr_min_rtt_us: int | None = None
     bbr_pacing_gain: int | None = None
     bbr_cwnd_gain: int | None = None
+    #: tcp_bbr_info.bbr_phase of google/bbr v2alpha/v3 (None for v1).
+    bbr_phase: int | None = None
     #: tcpi_sacked: SACKed segments still below snd_una's holes (not in the network).
     sacked_pkts: int = 0
     #: tcpi_options (TCPI_OPT_* bits, include/uapi/linux/tcp.h).
@@ -113,6 +120,8 @@ class TcpSample:
         return self.unacked_pkts - self.sacked_pkts - self.lost_pkts + self.retrans_pkts_now
 
     def mode(self) -> str | None:
+        if self.bbr_phase is not None:
+            return BBR_PHASE_NAMES.get(self.bbr_phase)
         if self.bbr_pacing_gain is not None:
             # bbr_update_gains(): STARTUP and DRAIN keep cwnd_gain = high_gain; PROBE_RTT
             # runs at unity gains; PROBE_BW cycles pacing gain with cwnd_gain 2.
@@ -128,6 +137,16 @@ class TcpSample:
         if self.ca_state in (3, 4):
             return CA_STATE_NAMES[self.ca_state]
         return "slow_start" if self.cwnd_pkts < self.ssthresh_pkts else "congestion_avoidance"
+
+
+def parse_bbr_info(bbr: bytes) -> dict[str, int]:
+    """INET_DIAG_BBRINFO as TcpSample fields: v1's five, and google/bbr v2alpha/v3's phase."""
+    lo, hi, min_rtt, pacing_gain, cwnd_gain = struct.unpack_from("=IIIII", bbr, 0)
+    fields = {"bbr_bw_Bps": (hi << 32) | lo, "bbr_min_rtt_us": min_rtt,
+              "bbr_pacing_gain": pacing_gain, "bbr_cwnd_gain": cwnd_gain}  # fmt: skip
+    if len(bbr) > BBR_VERSION_OFFSET and bbr[BBR_VERSION_OFFSET] in (2, 3):
+        fields["bbr_phase"] = bbr[BBR_PHASE_OFFSET]
+    return fields
 
 
 def parse_tcp_info(info: bytes) -> dict[str, int]:
@@ -180,9 +199,8 @@ class TcpInfoProbe:
             )  # fmt: skip
             bbr = attrs.get(INET_DIAG_BBRINFO)
             if bbr is not None and len(bbr) >= 20:
-                lo, hi, min_rtt, pg, cg = struct.unpack_from("=IIIII", bbr, 0)
-                s.bbr_bw_Bps, s.bbr_min_rtt_us = (hi << 32) | lo, min_rtt
-                s.bbr_pacing_gain, s.bbr_cwnd_gain = pg, cg
+                for name, value in parse_bbr_info(bbr).items():
+                    setattr(s, name, value)
             return s
         return None
 

@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+/* bbr3.bpf.c's state.h: Units, constants, per-socket state and maps of the BBRv3 port, and the kernel helpers it needs. */
+#pragma once
+
+/* --- Units (tcp_bbr.c v3, top of file) ------------------------------------ */
+#define BW_SCALE 24
+#define BW_UNIT (1ULL << BW_SCALE)
+#define BBR_SCALE 8
+#define BBR_UNIT (1 << BBR_SCALE)
+#define USEC_PER_MSEC 1000ULL
+#define USEC_PER_SEC 1000000ULL
+#define NSEC_PER_USEC 1000ULL
+/* include/net/tcp.h */
+#define TCP_INFINITE_SSTHRESH 0x7fffffff
+#define TCP_ECN_OK 1
+/* include/linux/netdevice.h */
+#define GSO_LEGACY_MAX_SIZE 65536
+
+enum bbr3_mode { BBR3_STARTUP, BBR3_DRAIN, BBR3_PROBE_BW, BBR3_PROBE_RTT };
+
+/* enum bbr_ack_phase: how the incoming ACKs relate to bw probing. */
+enum bbr3_ack_phase {
+	ACKS_INIT,
+	ACKS_REFILLING,
+	ACKS_PROBE_STARTING,
+	ACKS_PROBE_FEEDBACK,
+	ACKS_PROBE_STOPPING,
+};
+
+/* enum bbr_pacing_gain_phase: PROBE_BW's cycle_idx. */
+enum bbr3_cycle { BW_PROBE_UP = 0, BW_PROBE_DOWN = 1, BW_PROBE_CRUISE = 2, BW_PROBE_REFILL = 3 };
+
+/* --- Constants (tcp_bbr.c v3, file scope; bbr_param() reads these) -------- */
+static const __u32 bbr_min_rtt_win_sec = 10;
+static const __u32 bbr_probe_rtt_mode_ms = 200;
+static const __u32 bbr_probe_rtt_win_ms = 5000;
+static const __u32 bbr_probe_rtt_cwnd_gain = BBR_UNIT * 1 / 2;
+static const __u32 bbr_tso_rtt_shift = 9;
+static const __u32 bbr_pacing_margin_percent = 1;
+/* 4 ln 2 (v1: 2/ln 2). */
+static const __u32 bbr_startup_pacing_gain = BBR_UNIT * 277 / 100 + 1;
+static const __u32 bbr_startup_cwnd_gain = BBR_UNIT * 2;
+static const __u32 bbr_drain_gain = BBR_UNIT * 1000 / 2885;
+static const __u32 bbr_cwnd_gain = BBR_UNIT * 2;
+/* bbr_pacing_gain[]: UP 5/4, DOWN 0.91, CRUISE 1, REFILL 1. */
+static const __u32 gain_up = BBR_UNIT * 5 / 4;
+static const __u32 gain_down = BBR_UNIT * 91 / 100;
+static const __u32 bbr_cwnd_min_target = 4;
+static const __u32 bbr_full_bw_thresh = BBR_UNIT * 5 / 4;
+static const __u32 bbr_full_bw_cnt = 3;
+static const __u32 bbr_extra_acked_gain = BBR_UNIT;
+static const __u32 bbr_extra_acked_win_rtts = 5;
+static const __u32 bbr_ack_epoch_acked_reset_thresh = 1U << 20;
+static const __u32 bbr_extra_acked_max_us = 100 * 1000;
+/* Loss response: cut to (1 - beta) = 0.7; probing went too far above 2% loss. */
+static const __u32 bbr_beta = BBR_UNIT * 30 / 100;
+static const __u32 bbr_loss_thresh = BBR_UNIT * 2 / 100;
+/* STARTUP ends after 6 loss events in a lossy recovery round. */
+static const __u32 bbr_full_loss_cnt = 6;
+static const __u32 bbr_inflight_headroom = BBR_UNIT * 15 / 100;
+/* cwnd_gain + 1/4 in PROBE_UP. */
+static const __u32 bbr_bw_probe_cwnd_gain = 1;
+static const __u32 bbr_bw_probe_max_rounds = 63;
+static const __u32 bbr_bw_probe_rand_rounds = 2;
+static const __u32 bbr_bw_probe_base_us = 2 * USEC_PER_SEC;
+static const __u32 bbr_bw_probe_rand_us = 1 * USEC_PER_SEC;
+static const bool bbr_fast_path = true;
+
+/* Entries of lost_at_send()'s history: at 5% loss and 50 Mbit/s a round of
+ * 80 ms holds about 20 loss-marking ACKs. */
+#define LOSS_HISTORY 64
+
+/* struct bbr (tcp_bbr.c v3), without PLB and ECN state (see above), plus the
+ * port's own loss history. Bit fields become whole fields; the saturations
+ * the bit widths imply are written out where v3 relies on them. */
+struct bbr3 {
+	__u32 min_rtt_us;
+	__u32 min_rtt_stamp;
+	__u32 probe_rtt_done_stamp;
+	__u32 probe_rtt_min_us;
+	__u32 probe_rtt_min_stamp;
+	__u32 next_rtt_delivered;
+	__u64 cycle_mstamp;
+	__u8 mode, prev_ca_state, round_start, bw_probe_up_rounds;
+	__u8 try_fast_path, idle_restart, probe_rtt_round_done, init_cwnd;
+	__u32 pacing_gain, cwnd_gain;
+	__u8 full_bw_reached, full_bw_cnt, cycle_idx, has_seen_rtt;
+	__u32 prior_cwnd;
+	__u32 full_bw;
+	__u64 ack_epoch_mstamp;
+	__u16 extra_acked[2];
+	__u32 ack_epoch_acked;
+	__u8 extra_acked_win_rtts, extra_acked_win_idx, full_bw_now, loss_in_cycle;
+	__u32 loss_round_delivered;
+	__u32 undo_bw_lo, undo_inflight_lo, undo_inflight_hi;
+	__u32 bw_latest, bw_lo, bw_hi[2];
+	__u32 inflight_latest, inflight_lo, inflight_hi;
+	__u32 bw_probe_up_cnt, bw_probe_up_acks;
+	__u32 probe_wait_us;
+	__u8 bw_probe_samples, prev_probe_too_high, stopped_risky_probe, rounds_since_probe;
+	__u8 loss_round_start, loss_in_round, ack_phase, loss_events_in_round;
+	/* The port's: tp->lost after the previous ACK, and (tp->delivered, tp->lost)
+	 * at each ACK that changed tp->lost (lost_at_send()). */
+	__u32 last_lost;
+	__u32 hist_next;
+	__u32 hist_delivered[LOSS_HISTORY];
+	__u32 hist_lost_before[LOSS_HISTORY];
+	__u32 hist_lost_after[LOSS_HISTORY];
+};
+
+/* What v3 reads from its struct rate_sample beyond mainline's (tx_in_flight,
+ * lost), and the per-ACK bbr_context. */
+struct v3_sample {
+	__u32 tx_in_flight;
+	__s32 lost;
+	bool is_app_limited;
+	__u32 sample_bw;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct bbr3);
+} bbr3_state SEC(".maps");
+
+/* ACKs seen in each state (0 STARTUP, 1 DRAIN, 2 PROBE_BW DOWN, 3 CRUISE,
+ * 4 REFILL, 5 UP, 6 PROBE_RTT), then 7: inflight_hi cuts (loss too high while
+ * probing), 8: bw_lo/inflight_lo cuts (loss while not probing). Read by the
+ * engine before it unregisters the CC (bpf_cc.py). */
+#define STAT_TOO_HIGH 7
+#define STAT_LOWER_BOUNDS 8
+#define STATS 9
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, STATS);
+	__type(key, __u32);
+	__type(value, __u64);
+} bbr3_stats SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&bbr3_stats, &idx);
+
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+/* --- Kernel helpers (include/net/tcp.h, lib/) ------------------------------ */
+static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
+{
+	return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct inet_connection_sock *inet_csk(const struct sock *sk)
+{
+	return (struct inet_connection_sock *)sk;
+}
+
+static __always_inline struct bbr3 *bbr_of(struct sock *sk, bool create)
+{
+	return bpf_sk_storage_get(&bbr3_state, sk, NULL, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+}
+
+static __always_inline bool before(__u32 seq1, __u32 seq2)
+{
+	return (__s32)(seq1 - seq2) < 0;
+}
+#define after(seq2, seq1) before(seq1, seq2)
+
+static __always_inline __u32 tcp_jiffies32(void)
+{
+	return (__u32)bpf_jiffies64();
+}
+
+/* msecs_to_jiffies() for a constant HZ: round up. */
+static __always_inline __u32 msecs_to_jiffies(__u32 ms)
+{
+	if (1000 % HZ == 0)
+		return (ms + (1000 / HZ) - 1) / (1000 / HZ);
+	if (HZ % 1000 == 0)
+		return ms * (HZ / 1000);
+	return (__u32)(((__u64)ms * HZ + 999) / 1000);
+}
+
+static __always_inline __u32 tcp_packets_in_flight(const struct tcp_sock *tp)
+{
+	return tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
+}
+
+static __always_inline __s32 tcp_stamp_us_delta(__u64 t1, __u64 t0)
+{
+	__s64 d = (__s64)(t1 - t0);
+
+	return d > 0 ? (__s32)d : 0;
+}
+
+static __always_inline __u32 tcp_min_rtt(const struct tcp_sock *tp)
+{
+	return tp->rtt_min.s[0].v;
+}
+
+/* get_random_u32_below(): multiply-shift of a random u32. */
+static __always_inline __u32 random_below(__u32 ceil)
+{
+	return (__u32)(((__u64)bpf_get_prandom_u32() * ceil) >> 32);
+}
+
+static __always_inline __u32 min_u32(__u32 a, __u32 b) { return a < b ? a : b; }
+static __always_inline __u32 max_u32(__u32 a, __u32 b) { return a > b ? a : b; }
