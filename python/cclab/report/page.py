@@ -37,7 +37,7 @@ table.sortable th { cursor: pointer; user-select: none; } table.sortable th:hove
 .scroll { overflow: auto; max-height: 560px; }
 .plot { width: 100%; height: 340px; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(560px, 1fr)); gap: 10px; }
-figure { margin: 10px 0; } figure img { max-width: 100%; height: auto; border: 1px solid #e3e6eb; }
+figure { margin: 10px 0; } figure img { max-width: min(100%, 960px); height: auto; border: 1px solid #e3e6eb; }
 figcaption { font-size: 13px; color: #555; }
 pre { background: #f3f4f6; padding: 8px; overflow: auto; font-size: 12px; max-height: 420px; }
 .badge { display: inline-block; padding: 2px 8px; border-radius: 10px; font-weight: 600; font-size: 13px; }

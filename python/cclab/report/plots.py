@@ -152,6 +152,7 @@ def stacked_bars(title: str, x_title: str, y_title: str, categories: Sequence[st
     ]
     layout = _layout(title, x_title, y_title)
     layout["barmode"] = "stack"
+    layout["legend"] = {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right"}
     layout["hovermode"] = "closest"
     layout["xaxis"]["type"] = "category"
     return {"data": data, "layout": layout}

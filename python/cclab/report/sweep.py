@@ -33,10 +33,12 @@ def render_sweep(out_dir: Path, title: str) -> str:
         page.section("Runs", "<p>No finished runs yet.</p>")
         return page.html()
     network = [name for name in NETWORK_AXES if flows[name].nunique(dropna=True) > 1]
-    flow_axes = [name for name in flows.columns if name.startswith("flows_") and flows[name].astype("string").nunique(dropna=True) > 1]
+    # A flow field set in some runs only (a BBR gain beside plain CUBIC) varies too.
+    flow_axes = [name for name in flows.columns if name.startswith("flows_") and flows[name].astype("string").nunique(dropna=False) > 1]
     flows = flows.assign(report_kind=_kinds(flows, flow_axes), report_run=_run_labels(flows, network + flow_axes))
     charts = [page.plot(figure) for figure in axis_charts(flows, network)]
-    bars = run_chart(flows)
+    order = ["buffer_bytes" if name == "buffer" else name for name in network + flow_axes] + ["repetition", "run_key"]
+    bars = run_chart(flows.sort_values(order, kind="stable"), ", ".join(network + flow_axes))
     if bars is not None:
         charts.append(page.plot(bars))
     page.section("Goodput", grid(charts) if charts else "<p>One run: nothing varies.</p>")
@@ -68,13 +70,18 @@ def _kinds(flows: pd.DataFrame, flow_axes: list[str]) -> pd.Series:
 
 
 def _run_labels(flows: pd.DataFrame, axes: list[str]) -> pd.Series:
-    def label(row: pd.Series) -> str:
-        text = " ".join(f"{name}={cell_text(row[name])}" for name in axes)
-        if flows["repetition"].nunique() > 1:
-            text += f" rep={row['repetition']}"
-        return text or str(row["run_key"])
+    """A run's axis values ("20, 100KB, bbr"), made unique with its key where two runs share them."""
 
-    return flows.apply(label, axis=1)
+    def label(row: pd.Series) -> str:
+        parts = [cell_text(row[name]) or "-" for name in axes]
+        if flows["repetition"].nunique() > 1:
+            parts.append(f"rep {row['repetition']}")
+        return ", ".join(parts) or str(row["run_key"])
+
+    labels = flows.apply(label, axis=1) if len(flows) else pd.Series(dtype="string")
+    per_run = labels.groupby(flows["run_key"]).first()
+    shared = set(per_run[per_run.duplicated(keep=False)])
+    return pd.Series([f"{text} ({key})" if text in shared else text for text, key in zip(labels, flows["run_key"], strict=True)], index=flows.index)
 
 
 def axis_charts(flows: pd.DataFrame, network: list[str]) -> list[dict[str, Any]]:
@@ -100,14 +107,14 @@ def axis_charts(flows: pd.DataFrame, network: list[str]) -> list[dict[str, Any]]
     return charts
 
 
-def run_chart(flows: pd.DataFrame) -> dict[str, Any] | None:
-    """Total goodput of each run, stacked by kind of flow."""
-    runs = flows.drop_duplicates("run_key").sort_values("report_run")["report_run"].tolist()
+def run_chart(flows: pd.DataFrame, label_axes: str) -> dict[str, Any] | None:
+    """Total goodput of each run, stacked by kind of flow; runs in the order of `flows`."""
+    runs = flows.drop_duplicates("run_key")["report_run"].tolist()  # in the order given
     if len(runs) > MAX_BARS or len(runs) < 2:
         return None
     totals = flows.pivot_table(index="report_run", columns="report_kind", values="goodput_mbps", aggfunc="sum").reindex(runs)
     series = [{"name": kind, "y": totals[kind]} for kind in totals.columns]
-    return plots.stacked_bars("Goodput per run (stacked by flow kind)", "run", "Mbit/s", runs, series)
+    return plots.stacked_bars("Goodput per run (stacked by flow kind)", f"run: {label_axes or 'key'}", "Mbit/s", runs, series)
 
 
 def _runs_table(flows: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
