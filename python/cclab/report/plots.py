@@ -159,7 +159,7 @@ def stacked_bars(title: str, x_title: str, y_title: str, categories: Sequence[st
 
 
 def heatmap(title: str, x: Sequence[Any], y: Sequence[Any], z: np.ndarray, *, x_title: str, y_title: str, z_title: str, hover: list[list[str]] | None = None) -> dict[str, Any]:
-    """One heatmap trace on categorical axes, coloured around zero (red below, blue above)."""
+    """One heatmap trace on categorical axes, coloured around zero: red above (BBR ahead), blue below."""
     trace: dict[str, Any] = {
         "type": "heatmap",
         "x": [str(v) for v in x],
