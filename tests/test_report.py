@@ -168,3 +168,14 @@ def test_chart_data_matches_the_run(folders: dict[str, Path]) -> None:
     for flow_id, trace in enumerate(throughput["data"]):
         rows = series[series["flow_id"] == flow_id]
         assert trace["x"] == rows["time_s"].tolist() and trace["y"] == pytest.approx(rows["throughput_mbps"].tolist())
+
+
+@pytest.mark.sim
+def test_the_run_report_counts_each_kind_of_event_per_flow(folders: dict[str, Path]) -> None:
+    page = render_report(folders["run"])
+    events = RunResult.read(folders["run"]).events
+    section = page.split("<h2>Events</h2>", 1)[1].split("</section>", 1)[0]
+    flow0_modes = int(((events["flow_id"] == 0) & (events["kind"] == "cc_mode")).sum())
+    header = re.findall(r"<th>([^<]+)</th>", section)
+    first_row = re.findall(r'data-value="([^"]*)"', section)[: len(header)]
+    assert first_row[0] == "0" and int(first_row[header.index("cc_mode")]) == flow0_modes > 0

@@ -97,10 +97,12 @@ def validate(
     """Run a validation set on the simulator and the kernel and report how far they agree."""
     from cclab.fidelity.report import console_lines
     from cclab.fidelity.runner import run_validation
+    from cclab.report import write_report
     from cclab.sweep import SweepInterrupted
 
     try:
         report = run_validation(set_name, out if out is not None else Path("out") / f"validate-{set_name}", jobs=jobs)
+        page = write_report(report.out_dir)
     except CclabError as error:
         _fail(error)
     except SweepInterrupted:
@@ -108,6 +110,7 @@ def validate(
         raise typer.Exit(130) from None
     sys.stdout.write("\n".join(console_lines(report)) + "\n")
     _progress(f"wrote {report.summary_path}")
+    _progress(f"wrote {page}")
 
 
 @app.command()

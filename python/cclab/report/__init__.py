@@ -9,7 +9,6 @@ The page opens without a network: Plotly's JavaScript is inlined, figures are da
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from cclab.errors import CclabError
@@ -71,12 +70,12 @@ def write_run(result: RunResult, out_dir: str | os.PathLike[str]) -> Path:
 
 
 def _write_atomic(target: Path, text: str) -> Path:
-    handle, staging = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    # A plain open (not mkstemp) so the page gets the usual permissions, readable like the rest.
+    staging = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+        staging.write_text(text, encoding="utf-8")
         os.replace(staging, target)
     except BaseException:
-        Path(staging).unlink(missing_ok=True)
+        staging.unlink(missing_ok=True)
         raise
     return target

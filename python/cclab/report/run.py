@@ -44,6 +44,8 @@ def render_run(result: RunResult, title: str) -> str:
     if bands is not None:
         page.section("CC state", page.plot(bands))
     page.section("Queue", grid([page.plot(figure) for figure in queue_charts(result)]))
+    if not result.events.empty:
+        page.section("Events", _event_counts(result.events))
     page.section("Spec (resolved config)", json_block(result.spec))
     page.section("Provenance", key_value_table(_flat(result.provenance)), key_value_table(_flat({"stats": result.stats})))
     return page.html()
@@ -71,6 +73,14 @@ def _overview(result: RunResult) -> str:
         reasons = "; ".join(map(str, validity.get("reasons", []))) or "no reason given"
         badge = f'<span class="badge bad">INVALID RUN</span> {esc(reasons)}'
     return f"<p>{badge}</p><h3>Bottleneck</h3>" + key_value_table(result.bottleneck.items())
+
+
+def _event_counts(events: pd.DataFrame) -> str:
+    """How many events of each kind each flow (or the bottleneck) had; the rows are in events.parquet."""
+    counts = events.assign(flow=events["flow_id"].astype("string").fillna("bottleneck")).pivot_table(
+        index="flow", columns="kind", values="time_s", aggfunc="count", fill_value=0
+    )
+    return frame_table(counts.reset_index()) + '<p class="muted">Every event with its time and detail is in events.parquet.</p>'
 
 
 def _flat(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
