@@ -123,7 +123,7 @@ def test_a_kernel_run_that_failed_its_checks_says_so_and_shows_its_ce_marks(fold
 @pytest.mark.sim
 def test_a_study_summary_becomes_html_with_its_figures_embedded(folders: dict[str, Path]) -> None:
     page = render_report(folders["study"])
-    assert "<table>" in page and "<strong>holds</strong>" in page
+    assert "<table>" in page and '<strong class="badge ok">holds</strong>' in page
     assert "figures/gain_100KB.png" not in page  # replaced by the image itself
     assert len(re.findall(r'<img[^>]+src="data:image/(?:png|svg\+xml);base64,', page)) == 2
     assert "BBR&#x27;s goodput gain over CUBIC, buffer 100 KB" in page or "goodput gain over CUBIC, buffer 100 KB" in page

@@ -61,7 +61,7 @@ def render_document(folder: Path, kind: str) -> str:
     page = Page(title, f"{kind} folder {folder.resolve().name}")
     figures = figure_files(folder)
     summary_html, shown = embed_figures(markdown.markdown(body, extensions=["tables", "fenced_code", "sane_lists"]), figures)
-    page.section("Summary", summary_html)
+    page.section("Summary", colour_verdicts(summary_html))
     heatmaps = gain_heatmaps(folder / "goodput.csv")
     if heatmaps:
         page.section("Goodput gain (interactive)", grid([page.plot(figure) for figure in heatmaps]))
@@ -71,6 +71,21 @@ def render_document(folder: Path, kind: str) -> str:
     if kind == "validate" and (folder / "comparison.csv").is_file():
         page.section("Comparison (comparison.csv)", frame_table(pd.read_csv(folder / "comparison.csv"), sortable=True))
     return page.html()
+
+
+# Verdicts the summaries write in bold (verdict() in studies/_common.py, "confirmed" in the
+# many-flows studies, "**no**" in validate's tables), coloured as they read.
+_GOOD = {"holds", "confirmed", "yes", "met"}
+_BAD = {"does not hold", "not confirmed", "refuted", "no", "not met"}
+
+
+def colour_verdicts(body: str) -> str:
+    def verdict(match: re.Match[str]) -> str:
+        text = match.group(1).strip().lower()
+        css = "ok" if text in _GOOD else "bad" if text in _BAD else None
+        return f'<strong class="badge {css}">{match.group(1)}</strong>' if css else match.group(0)
+
+    return re.sub(r"<strong>([^<]{1,40})</strong>", verdict, body)
 
 
 def embed_figures(body: str, figures: dict[str, Path]) -> tuple[str, set[str]]:
