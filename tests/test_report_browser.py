@@ -187,13 +187,16 @@ def test_a_sweep_report_draws_goodput_per_axis_and_per_run_and_sorts_its_tables(
     by_rate = plots["Goodput per flow by rate (Mbit/s)"]
     assert by_rate["drawn"] == 2 and sorted(by_rate["points"]) == [2, 2]  # a trace per CC, a point per run
     assert plots["Goodput per run (stacked by flow kind)"]["points"] == [4, 4]
+    # A chart of throughput over time per run (4 runs), a drawn line per flow (one each).
+    per_run = sweep.page.evaluate("() => Array.from(document.querySelectorAll('#s3 .js-plotly-plot')).map(el => el.querySelectorAll('.scatterlayer .trace path.js-line').length)")
+    assert per_run == [1, 1, 1, 1]
     flows = pd.read_parquet(folders["sweep"] / "flows.parquet")
     cubic_at_10 = flows[(flows["cc"] == "cubic") & (flows["rate_mbps"] == 10)]["goodput_mbps"].item()
     cubic = next(index for index, name in enumerate(sweep.page.evaluate("() => document.querySelector('.js-plotly-plot').data.map(t => t.name)")) if name == "cubic")
     labels = sweep.hover("Goodput per flow by rate (Mbit/s)", cubic, 0)
     assert float(re.search(r"goodput \(Mbit/s\) = ([\d.]+)", " ".join(labels)).group(1)) == pytest.approx(cubic_at_10, rel=1e-3)
     # Clicking a header sorts the flows table by it.
-    table = sweep.page.locator("#s3 table")
+    table = sweep.page.locator("#s4 table")
     column = table.locator("th").all_inner_texts().index("goodput_mbps")
     header, cells = table.locator("th").nth(column), table.locator(f"tbody tr td:nth-child({column + 1})")
     header.click()

@@ -10,7 +10,7 @@ import pandas as pd
 
 from cclab.report import plots
 from cclab.report.page import Page, cell_text, frame_table, grid
-from cclab.store import load_failures, load_flows
+from cclab.store import load_failures, load_flows, load_series
 
 # Network columns of the flows table that a sweep's axes may vary, with their axis titles.
 NETWORK_AXES = {
@@ -24,6 +24,8 @@ NETWORK_AXES = {
 }
 # Beyond this many runs a bar per run is unreadable: the axis charts remain.
 MAX_BARS = 150
+# A small sweep also shows each run's throughput over time, one chart per run.
+MAX_RUN_CHARTS = 24
 
 
 def render_sweep(out_dir: Path, title: str) -> str:
@@ -37,12 +39,16 @@ def render_sweep(out_dir: Path, title: str) -> str:
     flow_axes = [name for name in flows.columns if name.startswith("flows_") and flows[name].astype("string").nunique(dropna=False) > 1]
     flows = flows.assign(report_kind=_kinds(flows, flow_axes), report_run=_run_labels(flows, network + flow_axes))
     charts = [page.plot(figure) for figure in axis_charts(flows, network)]
-    order = ["buffer_bytes" if name == "buffer" else name for name in network + flow_axes] + ["repetition", "run_key"]
-    bars = run_chart(flows.sort_values(order, kind="stable"), ", ".join(network + flow_axes))
+    # Runs in the order of their axis values (buffers by the bytes they stand for).
+    order = ["buffer_bytes" if name == "buffer" else name for name in network + flow_axes] + ["repetition", "run_key", "flow_id"]
+    flows = flows.sort_values(order, kind="stable", key=_sortable).reset_index(drop=True)
+    bars = run_chart(flows, ", ".join(network + flow_axes))
     if bars is not None:
         charts.append(page.plot(bars))
     page.section("Goodput", grid(charts) if charts else "<p>One run: nothing varies.</p>")
     page.section("Runs", frame_table(_runs_table(flows, network + flow_axes), sortable=True))
+    if flows["run_key"].nunique() <= MAX_RUN_CHARTS:
+        page.section("Throughput of each run", grid([page.plot(figure) for figure in run_throughput_charts(out_dir, flows)]))
     page.section("Flows table", frame_table(flows.drop(columns=["report_kind", "report_run"]), sortable=True))
     failures = load_failures(out_dir)
     if not failures.empty:
@@ -55,6 +61,11 @@ def _subtitle(out_dir: Path, flows: pd.DataFrame) -> str:
     sweeps = ", ".join(names) if names else "sweep"
     engines = ", ".join(sorted(flows["engine"].dropna().unique())) if not flows.empty else "-"
     return f"{sweeps}: {flows['run_key'].nunique()} finished run(s), {len(flows)} flow(s); engine {engines}"
+
+
+def _sortable(column: pd.Series) -> pd.Series:
+    # An axis column may mix types (a field some flows lack): compare those as text.
+    return column if pd.api.types.is_numeric_dtype(column) else column.astype("string")
 
 
 def _kinds(flows: pd.DataFrame, flow_axes: list[str]) -> pd.Series:
@@ -115,6 +126,22 @@ def run_chart(flows: pd.DataFrame, label_axes: str) -> dict[str, Any] | None:
     totals = flows.pivot_table(index="report_run", columns="report_kind", values="goodput_mbps", aggfunc="sum").reindex(runs)
     series = [{"name": kind, "y": totals[kind]} for kind in totals.columns]
     return plots.stacked_bars("Goodput per run (stacked by flow kind)", f"run: {label_axes or 'key'}", "Mbit/s", runs, series)
+
+
+def run_throughput_charts(out_dir: Path, flows: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each run's throughput per flow against time, titled with the run's axis values."""
+    runs = flows.drop_duplicates("run_key").set_index("run_key")["report_run"]
+    series = load_series(out_dir, "flow_series", list(runs.index))
+    ccs = flows.set_index(["run_key", "flow_id"])["cc"]
+    charts = []
+    for key, label in runs.items():
+        rows = series[series["run_key"] == key]
+        lines = [
+            plots.Line(f"flow {flow_id} ({ccs.get((key, flow_id), '?')})", group["time_s"], group["throughput_mbps"], plots.flow_colour(int(flow_id)))
+            for flow_id, group in rows.sort_values("time_s").groupby("flow_id", sort=True)
+        ]
+        charts.append(plots.time_chart(f"{label}", "Mbit/s", "Mbit/s", lines))
+    return charts
 
 
 def _runs_table(flows: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
