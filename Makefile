@@ -14,7 +14,7 @@ RUST_INPUTS := Cargo.toml Cargo.lock $(shell find crates -name '*.rs' -o -name C
 INSTALLED := $(VENV)/.installed
 
 
-.PHONY: install system-deps test run recommend-model
+.PHONY: install system-deps browser-deps test run recommend-model
 
 install: system-deps $(INSTALLED)
 
@@ -40,7 +40,12 @@ $(INSTALLED): pyproject.toml $(RUST_INPUTS)
 	cargo build --release -p cclab-delayline
 	touch $@
 
-test: install
+# The report's browser tests drive Debian's chromium through playwright (a pip package in the
+# test extra); `playwright install` is never run: it would download a browser of its own.
+browser-deps:
+	@command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+
+test: install browser-deps
 	# cclab-py links against libpython only when loaded by Python: the pytest suite tests it.
 	cargo test --workspace --exclude cclab-py
 	$(VENV)/bin/pytest

@@ -46,13 +46,15 @@ def run(
     json_output: Annotated[bool, typer.Option("--json", help="print the result as one JSON object on stdout")] = False,
     engine: Annotated[str | None, typer.Option(help=f"{' | '.join(ENGINE_NAMES)} [default: the spec's engine]")] = None,
 ) -> None:
-    """Run a scenario and store its result (Parquet + JSON)."""
+    """Run a scenario and store its result (Parquet + JSON) and report.html."""
+    from cclab.report import write_run
+
     try:
         scenario = load(spec)
         runner = get_engine(engine or scenario.engine)
         _progress(f"running {spec} on the {runner.name} engine")
         result = runner.run(scenario)
-        written = result.write(out if out is not None else Path("out") / spec.stem)
+        written = write_run(result, out if out is not None else Path("out") / spec.stem)
     except CclabError as error:
         _fail(error)
     _progress(f"wrote {written}")
@@ -60,6 +62,20 @@ def run(
         sys.stdout.write(json.dumps(result.to_json_dict(), allow_nan=False) + "\n")
     else:
         Console().print(render_summary(result))
+
+
+@app.command()
+def report(
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="a run, sweep, study or validate folder", show_default=False)],
+) -> None:
+    """Write DIR/report.html: one self-contained page (interactive charts, tables, figures) that opens offline."""
+    from cclab.report import write_report
+
+    try:
+        written = write_report(folder)
+    except CclabError as error:
+        _fail(error)
+    _progress(f"wrote {written}")
 
 
 @app.command()
@@ -81,10 +97,12 @@ def validate(
     """Run a validation set on the simulator and the kernel and report how far they agree."""
     from cclab.fidelity.report import console_lines
     from cclab.fidelity.runner import run_validation
+    from cclab.report import write_report
     from cclab.sweep import SweepInterrupted
 
     try:
         report = run_validation(set_name, out if out is not None else Path("out") / f"validate-{set_name}", jobs=jobs)
+        page = write_report(report.out_dir)
     except CclabError as error:
         _fail(error)
     except SweepInterrupted:
@@ -92,6 +110,7 @@ def validate(
         raise typer.Exit(130) from None
     sys.stdout.write("\n".join(console_lines(report)) + "\n")
     _progress(f"wrote {report.summary_path}")
+    _progress(f"wrote {page}")
 
 
 @app.command()
@@ -149,17 +168,21 @@ def reproduce(
     jobs: Annotated[int | None, typer.Option("--jobs", help="parallel runs [default: all CPUs on sim, 1 on kernel]")] = None,
     include_invalid: Annotated[bool, typer.Option("--include-invalid", help="keep kernel runs that failed their validity checks")] = False,
 ) -> None:
-    """Reproduce a paper's study: run its sweep, write figures (PNG, SVG) and summary.md."""
+    """Reproduce a paper's study: run its sweep, write figures (PNG, SVG), summary.md and report.html."""
+    from cclab.report import write_report
     from cclab.studies import get_study
 
     try:
         if engine not in ENGINE_NAMES:
             raise CclabError(f"--engine: must be one of {', '.join(ENGINE_NAMES)} (got {engine!r})")
         study = get_study(name)
-        summary_path = study.run(out if out is not None else Path("out") / name, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
+        out_dir = out if out is not None else Path("out") / name
+        summary_path = study.run(out_dir, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
+        report_path = write_report(out_dir)
     except CclabError as error:
         _fail(error)
     _progress(f"wrote {summary_path}")
+    _progress(f"wrote {report_path}")
 
 
 def _parse_loss(text: str) -> float:

@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,12 +148,12 @@ class RunResult:
             "validity": self.validity,
         }
 
-    def write(self, out_dir: str | os.PathLike[str]) -> Path:
+    def write(self, out_dir: str | os.PathLike[str], *, also: Callable[[Path], object] | None = None) -> Path:
         """Store the result in `out_dir`, replacing an earlier result there.
 
         Files are written into a hidden sibling directory that is renamed into place at
         the end, so an error or Ctrl-C leaves either the old directory or the new one,
-        never a half-written one.
+        never a half-written one. `also(staging)` may add files (a report) before the rename.
         """
         out_dir = Path(out_dir)
         if out_dir.exists() and not out_dir.is_dir():
@@ -166,6 +166,8 @@ class RunResult:
             _write_json(staging / "spec.json", self.spec)
             summary = {"flows": _records(self.flows), "bottleneck": self.bottleneck, "stats": self.stats}
             _write_json(staging / "result.json", {**summary, "provenance": self.provenance, "validity": self.validity})
+            if also is not None:
+                also(staging)
             _replace_dir(staging, out_dir)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
