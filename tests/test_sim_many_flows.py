@@ -61,5 +61,5 @@ def test_the_time_series_figure_is_written_as_png_and_svg(tmp_path: Path) -> Non
     assert [p.suffix for p in paths] == [".png", ".svg"]
     assert paths[0].stat().st_size > 10_000
     svg = paths[1].read_text(encoding="utf-8")
-    for label in ("queue (BDP)", "time (s)", "BBR (2 flows)", "CUBIC (2 flows)", "drops"):
+    for label in ("queue (BDP)", "time (s)", "BBRv1 (2 flows)", "CUBIC (2 flows)", "drops"):
         assert label in svg

@@ -45,16 +45,18 @@ def run_grid(
     engine: str,
     jobs: int | None,
     include_invalid: bool,
+    skip: Sequence[Mapping[str, Any]] = (),
 ) -> Grid:
     """Run `base` over `axes` on `engine` (runs already on disk are not redone).
 
     `columns` names the column each axis's value goes in (e.g. {"bottleneck.buffer": "x_buffer"}),
-    so that the study does not depend on how the store names axis columns.
+    so that the study does not depend on how the store names axis columns. `skip` takes the
+    sweep's skip rules ({"reason": ..., "when": {path: value}}).
     """
     from cclab.store import load_flows
     from cclab.sweep import Sweep, expand, run_sweep
 
-    sweep = Sweep.from_dict({"name": name, "base": dict(base), "axes": {k: list(v) for k, v in axes.items()}})
+    sweep = Sweep.from_dict({"name": name, "base": dict(base), "axes": {k: list(v) for k, v in axes.items()}, "skip": [dict(r) for r in skip]})
     sys.stderr.write(f"{name}: {len(expand(sweep, engine))} runs on the {engine} engine\n")
     run_sweep(sweep, out_dir, engine=engine, jobs=jobs)
     specs = expand(sweep, engine)

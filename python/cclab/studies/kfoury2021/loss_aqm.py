@@ -73,17 +73,22 @@ def _mix(n_bbr: int, n_cubic: int, bbr: str, ecn: bool) -> list[dict]:
 
 def aqm_fairness(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]:
     grids = []
+    # The mixes as a counts x counts grid less the pairs the slides do not run.
+    counts = sorted({n for mix in plan.aqm_mixes for n in mix})
+    unwanted = [{"reason": "not one of the slides' mixes", "when": {"flows.0.count": nb, "flows.1.count": nc}}
+                for nb in counts for nc in counts if (nb, nc) not in plan.aqm_mixes]  # fmt: skip
     for name, (aqm, ecn) in AQM_VARIANTS.items():
         for bbr in AQM_BBRS:
             base = {"duration_s": plan.duration_s, "bottleneck": link(20, bdp_label(plan.aqm_buffer_bdp), aqm=aqm), "flows": _mix(1, 1, bbr, ecn)}
             grid = run_grid(
                 out_dir, f"aqm-{aqm}{'-ecn' if ecn else ''}-{bbr}", base,
-                {"flows": [_mix(nb, nc, bbr, ecn) for nb, nc in plan.aqm_mixes]}, columns={"flows": "x_flows"}, **kw,
+                {"flows.0.count": counts, "flows.1.count": counts}, columns={"flows.0.count": "x_bbrs", "flows.1.count": "x_cubics"},
+                skip=unwanted, **kw,
             )  # fmt: skip
             grid.flows["x_variant"] = name
             grid.flows["x_bbr"] = bbr
             grids.append(grid)
-    grid = Grid(flows=pd.concat([g.flows for g in grids], ignore_index=True).drop(columns="x_flows"),
+    grid = Grid(flows=pd.concat([g.flows for g in grids], ignore_index=True),
                 invalid=pd.concat([g.invalid for g in grids]), out_dir=out_dir)  # fmt: skip
     rows = []
     for _, flows in grid.flows.groupby("run_key"):
