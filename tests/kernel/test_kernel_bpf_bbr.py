@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from cclab.engines.kernel import bpf_cc, run
-from cclab.engines.kernel.preflight import kernel_config
+from cclab.engines.kernel.kconfig import kernel_config
 from cclab.engines.kernel.runlock import exclusive_run
 from kernelcase import make_config, requires_kernel_engine, run_valid
 

@@ -238,7 +238,7 @@ def cache_dir() -> Path:
 
 
 def kernel_defines(config: dict[str, str]) -> dict[str, int]:
-    """CONFIG_HZ and MAX_TCP_HEADER of the running kernel, from its config (preflight.kernel_config)."""
+    """CONFIG_HZ and MAX_TCP_HEADER of the running kernel, from its config (kconfig.kernel_config)."""
     hz = int(config.get("CONFIG_HZ", "0") or 0)
     if hz <= 0:
         raise KernelEngineError("BPF BBR needs the kernel's CONFIG_HZ: /proc/config.gz is not readable")

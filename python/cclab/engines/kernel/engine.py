@@ -31,7 +31,8 @@ from cclab.engines.kernel import aqm, assemble, bpf_cc, finite, netem, probes, s
 from cclab.engines.kernel.delayline import DelayLine, bottleneck_args, queues_for
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.netns import RunNamespaces, cleanup_stale, new_run_id, ns_run
-from cclab.engines.kernel.preflight import kernel_config, preflight
+from cclab.engines.kernel.kconfig import kernel_config
+from cclab.engines.kernel.preflight import preflight
 from cclab.engines.kernel.provenance import provenance
 from cclab.engines.kernel.runlock import exclusive_run
 

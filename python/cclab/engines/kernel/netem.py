@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from cclab.engines.kernel.errors import KernelEngineError
+from cclab.engines.kernel.kconfig import kernel_config
 from cclab.engines.kernel.netns import CLONE_NEWNET, iproute_in, ns_run
 from cclab.engines.kernel.probes import QdiscProbe, QdiscStats
 
@@ -148,7 +149,6 @@ def choose(
 
 
 def _kernel_config_value() -> str | None:
-    from cclab.engines.kernel.preflight import kernel_config  # preflight imports this module
 
     config = kernel_config()
     if not config:

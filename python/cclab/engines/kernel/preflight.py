@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
-import subprocess
-from functools import lru_cache
 
 from cclab.engines.kernel import aqm, bpf_cc, netem
 from cclab.engines.kernel.delayline import find_binary
+from cclab.engines.kernel.kconfig import kernel_config, kernel_has
 from cclab.engines.kernel.errors import KernelEngineError, KernelPreflightError
 from cclab.engines.kernel.topology import MAX_FLOWS
 
@@ -34,27 +32,6 @@ TOOLS = {
     "ss": "iproute2",
     "ping": "iputils-ping",
 }
-
-
-@lru_cache(maxsize=1)
-def kernel_config() -> dict[str, str]:
-    """CONFIG_* values from /proc/config.gz, or {} where the kernel does not expose it."""
-    try:
-        with gzip.open("/proc/config.gz", "rt") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return {}
-    return dict(line.split("=", 1) for line in lines if line.startswith("CONFIG_") and "=" in line)
-
-
-def kernel_has(option: str, module: str) -> bool | None:
-    """True/False from the kernel config or modinfo; None if neither can tell."""
-    config = kernel_config()
-    if config:
-        return config.get(option) in ("y", "m")
-    if shutil.which("modinfo"):
-        return subprocess.run(["modinfo", module], capture_output=True).returncode == 0
-    return None
 
 
 def held_acks(rate_bps: int, delay_ns: int) -> int:
