@@ -13,6 +13,12 @@ fn scenario(rate_mbps: u64, rtt_ms: u64, buffer_bytes: u64, loss: f64, duration_
     SimConfig::dumbbell(rate_mbps * 1_000_000, rtt_ms * MS, buffer_bytes, loss, duration_s * S, flows)
 }
 
+/// The same one-flow scenario behind a queue discipline (`bottleneck.aqm` as Python resolves it).
+fn behind(mut cfg: SimConfig, aqm_json: &str) -> SimConfig {
+    cfg.bottleneck.aqm = serde_json::from_str(aqm_json).expect("valid aqm config");
+    cfg
+}
+
 fn peak_rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -39,6 +45,18 @@ fn main() {
         ("bbr3_100m_100ms_1pct_loss_60s", scenario(100, 100, 10_000_000, 0.01, 60, &["bbr3"])),
         ("bbr2_1g_25ms_1bdp_60s", scenario(1000, 25, bdp_1g_25ms, 0.0, 60, &["bbr2"])),
         ("100_flows_1g_20ms_60s", scenario(1000, 20, 2 * 2_500_000, 0.0, 60, &hundred)),
+        // The cost of a queue discipline: CUBIC at 1 Gbit/s, 25 ms, 10 BDP behind each (tc defaults).
+        ("cubic_1g_25ms_10bdp_fifo_60s", scenario(1000, 25, 10 * bdp_1g_25ms, 0.0, 60, &["cubic"])),
+        ("cubic_1g_25ms_10bdp_codel_60s", behind(scenario(1000, 25, 10 * bdp_1g_25ms, 0.0, 60, &["cubic"]),
+            r#"{"kind":"codel","target_ns":5000000,"interval_ns":100000000,"limit_packets":1000,"ecn":false,"ce_threshold_ns":null}"#)),
+        ("cubic_1g_25ms_10bdp_fq_codel_60s", behind(scenario(1000, 25, 10 * bdp_1g_25ms, 0.0, 60, &["cubic"]),
+            r#"{"kind":"fq_codel","target_ns":5000000,"interval_ns":100000000,"limit_packets":10240,"flows":1024,"quantum_bytes":1514,"ecn":true,"ce_threshold_ns":null,"memory_limit_bytes":33554432,"drop_batch":64}"#)),
+        ("cubic_1g_25ms_10bdp_pie_60s", behind(scenario(1000, 25, 10 * bdp_1g_25ms, 0.0, 60, &["cubic"]),
+            r#"{"kind":"pie","target_ns":15000000,"tupdate_ns":15000000,"limit_packets":1000,"alpha":2,"beta":20,"ecn":false,"bytemode":false,"dq_rate_estimator":false}"#)),
+        ("cubic_1g_25ms_10bdp_cake_60s", behind(scenario(1000, 25, 10 * bdp_1g_25ms, 0.0, 60, &["cubic"]),
+            r#"{"kind":"cake","rtt_ns":100000000,"target_ns":5000000,"flow_mode":"triple-isolate","memory_limit_bytes":null,"ecn":true}"#)),
+        ("100_flows_1g_20ms_fq_codel_60s", behind(scenario(1000, 20, 2 * 2_500_000, 0.0, 60, &hundred),
+            r#"{"kind":"fq_codel","target_ns":5000000,"interval_ns":100000000,"limit_packets":10240,"flows":1024,"quantum_bytes":1514,"ecn":true,"ce_threshold_ns":null,"memory_limit_bytes":33554432,"drop_batch":64}"#)),
     ];
     println!("| scenario | wall s | data packets | packets/s | events/s | goodput Mbit/s (sum) | retrans | peak RSS MiB |");
     println!("|---|---|---|---|---|---|---|---|");
