@@ -49,6 +49,7 @@ RUN_COLUMNS: dict[str, str] = {
     "loss": "float64",
     "aqm": "string",  # the bottleneck's queue discipline: fifo, codel, fq_codel, pie, red, cake
     "n_flows": "int64",
+    "host": "string",  # the machine that ran it (provenance.host; null for results older than it)
     "flow_sample_interval_ms": "float64",
     "queue_sample_interval_ms": "float64",
     # The flow's own spec entry (flows[flow_entry]), resolved.
@@ -106,6 +107,7 @@ def flow_rows(run_dir: Path) -> list[dict[str, Any]]:
         "loss": link["loss_probability"],
         "aqm": link.get("aqm", {"kind": "fifo"})["kind"],
         "n_flows": len(config["flows"]),
+        "host": result["provenance"].get("host"),
         "flow_sample_interval_ms": config["flow_sample_interval_ns"] / 1e6,
         "queue_sample_interval_ms": config["queue_sample_interval_ns"] / 1e6,
     }
