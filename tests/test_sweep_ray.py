@@ -155,8 +155,7 @@ def test_a_sweep_on_a_ray_cluster_stores_the_same_flows_bit_for_bit_as_a_local_s
 
     # One task per run, spread over both nodes' CPUs; run.json says where each ran.
     assert {(meta["executor"], meta["ray_node_id"]) for meta in run_meta(tmp_path / "local")} == {("local", None)}
-    alive = {node["NodeID"] for node in ray.nodes() if node["Alive"]}
-    assert {meta["ray_node_id"] for meta in run_meta(tmp_path / "ray")} == alive
+    assert {meta["ray_node_id"] for meta in run_meta(tmp_path / "ray")} == alive_nodes()
     assert {meta["executor"] for meta in run_meta(tmp_path / "ray")} == {"ray"}
 
 
@@ -172,7 +171,26 @@ def test_a_run_that_raises_on_a_worker_is_recorded_as_failed_and_the_others_fini
     logged = [json.loads(line) for line in (tmp_path / "failures.jsonl").read_text().splitlines()]
     assert [(entry["run_key"], entry["error"]) for entry in logged] == [("0badbadbadbadbad", report.failed[0]["error"])]
     assert list(load_failures(tmp_path)["run_key"]) == ["0badbadbadbadbad"]
+    assert logged[0]["host"] == socket.gethostname() and logged[0]["ray_node_id"] in alive_nodes()
     assert set(finished_runs(tmp_path)) == {spec.run_key for spec in good}
+
+
+def alive_nodes() -> set[str]:
+    return {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+
+
+def test_kernel_runs_go_only_to_nodes_that_offer_the_kernel_host_resource(cluster: Cluster, tmp_path: Path) -> None:
+    # Broken kernel runs: each fails on its worker before the kernel engine touches the host,
+    # and failures.jsonl names the node it ran on.
+    spec = expand(sweep_of(duration_s=2, repetitions=1))[0]
+    broken = spec.scenario.model_copy(update={"duration_s": -1.0, "engine": "kernel"})
+    runs = [type(spec)(f"0badkernel{index:06d}", broken.model_copy(update={"seed": index}), {"case": "kernel"}, 0, "kernel") for index in range(4)]
+    report = run_planned("kernel", Expansion(runs=runs), tmp_path, engine_label="kernel", jobs=1, progress=False, executor=ExecutorChoice("ray", cluster.address))
+    assert len(report.failed) == 4 and report.jobs == 1  # one kernel host
+    kernel_hosts = {node["NodeID"] for node in ray.nodes() if node["Alive"] and node["Resources"].get(KERNEL_RESOURCE)}
+    assert len(kernel_hosts) == 1 and len(alive_nodes()) == 2
+    logged = [json.loads(line) for line in (tmp_path / "failures.jsonl").read_text().splitlines()]
+    assert {entry["ray_node_id"] for entry in logged} == kernel_hosts
 
 
 def descendants(pid: int) -> list[int]:

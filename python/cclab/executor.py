@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -67,6 +68,8 @@ class RunOutcome:
     cpu_s: float = 0.0  # CPU time of the run in its process: independent of other load
     # Another process (an orphaned worker of a killed sweep) stored the same run first.
     raced: bool = False
+    host: str | None = None  # the machine that ran it (None if its worker died)
+    ray_node_id: str | None = None  # on a Ray cluster, the node that ran it
 
 
 def execute(task: RunTask) -> RunOutcome:
@@ -84,8 +87,8 @@ def execute(task: RunTask) -> RunOutcome:
         marker.unlink(missing_ok=True)
     wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     if error_line is not None:
-        return RunOutcome(task.run_key, False, error_line, wall_s, cpu_s)
-    return RunOutcome(task.run_key, True, None, wall_s, cpu_s, raced)
+        return RunOutcome(task.run_key, False, error_line, wall_s, cpu_s, host=socket.gethostname())
+    return RunOutcome(task.run_key, True, None, wall_s, cpu_s, raced, host=socket.gethostname())
 
 
 def error_line_of(error: BaseException) -> str:

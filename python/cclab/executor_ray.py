@@ -122,6 +122,7 @@ class _RemoteRun:
     error: str | None
     wall_s: float
     cpu_s: float
+    host: str
     node_id: str
 
 
@@ -138,7 +139,7 @@ def _run_remote(task: RunTask) -> _RemoteRun:
     except BaseException as raised:  # a bug, or a Rust panic (a BaseException)
         error = error_line_of(raised)
     wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
-    return _RemoteRun(result, error, wall_s, cpu_s, ray.get_runtime_context().get_node_id())
+    return _RemoteRun(result, error, wall_s, cpu_s, socket.gethostname(), ray.get_runtime_context().get_node_id())
 
 
 class RayExecutor(Executor):
@@ -199,15 +200,17 @@ class RayExecutor(Executor):
         except self._ray.exceptions.RayError as error:  # its worker or node died every try
             line = error_line_of(error).split(" ray::", 1)[0]
             return RunOutcome(task.run_key, False, f"its Ray worker died while running it ({MAX_RETRIES + 1} tries): {line}")
+        where = {"host": remote.host, "ray_node_id": remote.node_id}
         if remote.result is None:
-            return RunOutcome(task.run_key, False, remote.error, remote.wall_s, remote.cpu_s)
+            return RunOutcome(task.run_key, False, remote.error, remote.wall_s, remote.cpu_s, **where)
         try:
             raced = store_run(task, remote.result, executor="ray", ray_node_id=remote.node_id)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as error:
-            return RunOutcome(task.run_key, False, f"storing it failed: {error_line_of(error)}", remote.wall_s, remote.cpu_s)
-        return RunOutcome(task.run_key, True, None, remote.wall_s, remote.cpu_s, raced)
+            line = f"storing it failed: {error_line_of(error)}"
+            return RunOutcome(task.run_key, False, line, remote.wall_s, remote.cpu_s, **where)
+        return RunOutcome(task.run_key, True, None, remote.wall_s, remote.cpu_s, raced, **where)
 
     def shutdown(self, *, kill: bool = False) -> None:
         ray = self._ray

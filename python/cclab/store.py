@@ -5,7 +5,7 @@ Layout of an output folder `DIR`:
     DIR/runs/<run_key>/      one finished run: RunResult files + run.json (sweep, axis values)
     DIR/flows.parquet        the flows table of every finished run, written at the end of a
                              sweep (a cache: `load_flows` rebuilds what it lacks)
-    DIR/failures.jsonl       one line per run that raised: run_key, axis values, error
+    DIR/failures.jsonl       one line per run that raised: run_key, axis values, error, host
     DIR/sweeps/<name>.json   each sweep's definition, planned runs and skipped combinations
 
 `load_flows(DIR)` works on a finished or a partial sweep: it reads the cache and adds
@@ -237,7 +237,7 @@ def _read_cache(out_dir: str | os.PathLike[str]) -> pd.DataFrame | None:
 def load_failures(out_dir: str | os.PathLike[str]) -> pd.DataFrame:
     """The runs that failed and have not finished since: the latest failures.jsonl entry of each."""
     path = Path(out_dir) / "failures.jsonl"
-    columns = ["run_key", "axis_values", "repetition", "error", "engine", "time"]
+    columns = ["run_key", "axis_values", "repetition", "error", "engine", "host", "time"]
     if not path.is_file():
         return pd.DataFrame(columns=columns)
     latest: dict[str, dict[str, Any]] = {}

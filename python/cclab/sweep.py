@@ -413,7 +413,8 @@ def run_planned(
                         "error": outcome.error,
                     }
                     report.failed.append(failure)
-                    _append_failure(out_dir, {**failure, "engine": spec.engine, "time": time.time()})
+                    where = {"host": outcome.host, "ray_node_id": outcome.ray_node_id}
+                    _append_failure(out_dir, {**failure, "engine": spec.engine, **where, "time": time.time()})
                 if bar is not None:
                     bar.advance(len(report.failed))
         if bar is not None:
