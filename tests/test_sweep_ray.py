@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -28,6 +29,13 @@ from cclab.store import finished_runs, load_failures, load_flows, load_series
 from cclab.sweep import Expansion, Sweep, expand, run_planned, run_sweep
 
 pytestmark = [pytest.mark.ray, pytest.mark.sim]
+
+# The nodes, this process and the drivers it starts share a token of their own, so that
+# nothing else can use the test cluster and no token in ~/.ray changes the test. Ray reads
+# these once, when first imported: so before the import below.
+os.environ["RAY_AUTH_MODE"] = "token"
+os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 
 ray = pytest.importorskip("ray")
 
@@ -55,7 +63,6 @@ def start_node(args: list[str], log: Path) -> subprocess.Popen[bytes]:
             [str(RAY), "start", *args, *NODE_OPTIONS],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
             start_new_session=True,  # its own process group: the node's every process, stopped together
         )
 
@@ -275,6 +282,29 @@ def test_a_driver_killed_mid_sweep_resumes_on_the_cluster_without_losing_or_redo
     assert done.returncode == 0, done.stderr
     assert f"{8 - len(survived)} done, {len(survived)} resumed, 0 skipped, 0 failed of 8 runs" in done.stdout
     assert {key: stamps(out)[key] for key in survived} == survived
+    assert_each_run_stored_once(out, Sweep.from_toml(sweep_file))
+
+
+def test_ctrl_c_stops_a_sweep_on_the_cluster_with_no_run_counted_as_failed_and_a_rerun_finishes_it(cluster: Cluster, tmp_path: Path) -> None:
+    sweep_file, out = tmp_path / "killed.toml", tmp_path / "out"
+    sweep_file.write_text(KILLED_SWEEP, encoding="utf-8")
+    command = [sys.executable, "-m", "cclab", "sweep", str(sweep_file), "--out", str(out), "--executor", "ray", "--address", cluster.address]
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(finished_runs(out)) < 1:
+        assert driver.poll() is None, "the sweep ended before it could be interrupted"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.killpg(driver.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    stdout, stderr = driver.communicate(timeout=60)
+    assert driver.returncode == 130, stderr
+    assert "interrupted: finished runs are kept" in stderr and "Traceback" not in stderr
+    assert "0 failed" in stdout and "not run (interrupted)" in stdout
+    assert not (out / "failures.jsonl").exists()
+    kept = stamps(out)
+    again = run_sweep(sweep_file, out, progress=False, executor=ExecutorChoice("ray", cluster.address))
+    assert (again.resumed, again.done, again.failed) == (len(kept), 8 - len(kept), [])
+    assert {key: stamps(out)[key] for key in kept} == kept
     assert_each_run_stored_once(out, Sweep.from_toml(sweep_file))
 
 

@@ -321,8 +321,8 @@ EXECUTOR_NAMES = ("local", "ray")
 @dataclass(frozen=True)
 class ExecutorChoice:
     """Where a batch of runs goes: "local" (worker processes on this machine) or "ray"
-    (a Ray cluster: `address` "auto", "HOST:PORT", or None for Ray's own choice: RAY_ADDRESS,
-    else a cluster started on this machine with `ray start`, else a new one for the sweep)."""
+    (a Ray cluster: `address` "HOST:PORT", or "auto"/None: RAY_ADDRESS, else the cluster
+    started on this machine with `ray start`)."""
 
     kind: str = "local"
     address: str | None = None

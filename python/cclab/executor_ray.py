@@ -77,13 +77,13 @@ def connect(address: str | None) -> Any:
     """Connect this process to the cluster at `address` (once) and return the ray module.
     A connection the caller made itself with ray.init is used as it is."""
     ray = _import_ray()
+    address = address or "auto"  # RAY_ADDRESS, else a cluster started on this machine: never a new one
     if ray.is_initialized():
         if not _connected or _connected[0] == address:
             return ray
         ray.shutdown()  # ours, to another cluster
     _connected.clear()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a lab tool does not report usage
-    where = address or "Ray's default (RAY_ADDRESS, a local `ray start` or a new local instance)"
     try:
         ray.init(
             address=address,
@@ -93,7 +93,7 @@ def connect(address: str | None) -> Any:
         )
     except Exception as error:  # ConnectionError, version mismatch, ...: one line
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise CclabError(f"--executor ray: cannot connect to the Ray cluster at {where}: {first}") from None
+        raise CclabError(f"--executor ray: cannot connect to the Ray cluster at {address}: {first}") from None
     _connected.append(address)
     return ray
 
@@ -195,9 +195,15 @@ class RayExecutor(Executor):
                 yield self._outcome(self._pending.pop(ref), ref)
 
     def _outcome(self, task: RunTask, ref: Any) -> RunOutcome:
+        errors = self._ray.exceptions
         try:
             remote: _RemoteRun = self._ray.get(ref)
-        except self._ray.exceptions.RayError as error:  # its worker or node died every try
+        except (errors.OwnerDiedError, errors.LocalRayletDiedError):
+            # This process's own link to the cluster is gone: on Ctrl-C Ray's core worker
+            # shuts down before Python sees KeyboardInterrupt. The sweep stops as interrupted
+            # (finished runs kept, a rerun resumes), and the run is not a failure.
+            raise KeyboardInterrupt from None
+        except errors.RayError as error:  # its worker or node died every try
             line = error_line_of(error).split(" ray::", 1)[0]
             return RunOutcome(task.run_key, False, f"its Ray worker died while running it ({MAX_RETRIES + 1} tries): {line}")
         where = {"host": remote.host, "ray_node_id": remote.node_id}
@@ -219,5 +225,8 @@ class RayExecutor(Executor):
         if kill:
             # Not forced: the task gets KeyboardInterrupt, so a kernel run tears down its namespaces.
             for ref in self._pending:
-                ray.cancel(ref)
+                try:
+                    ray.cancel(ref)
+                except Exception:  # the link to the cluster is already gone: Ray ends the job's tasks
+                    break
         self._pending = {}
