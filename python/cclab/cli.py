@@ -29,10 +29,10 @@ app = typer.Typer(
 SpecArgument = Annotated[Path, typer.Argument(metavar="SPEC.toml", help="scenario spec (see README)", show_default=False)]
 
 
-ExecutorOption = Annotated[str, typer.Option("--executor", help='where runs go: local (this machine) | ray (a Ray cluster; pip install "cclab[ray]")')]
+ExecutorOption = Annotated[str, typer.Option("--executor", help='where runs go: local (this machine) | ray (a Ray cluster; pip install "cclab\\[ray]")')]
 AddressOption = Annotated[
     str | None,
-    typer.Option("--address", help="with --executor ray: auto | HOST:PORT of the cluster's head [default: RAY_ADDRESS, else a cluster started here with `ray start`]"),
+    typer.Option("--address", help="with --executor ray: HOST:PORT of the cluster's head, or auto: RAY_ADDRESS, else the cluster started on this machine with `ray start`"),
 ]
 
 

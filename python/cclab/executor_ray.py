@@ -203,9 +203,9 @@ class RayExecutor(Executor):
             # shuts down before Python sees KeyboardInterrupt. The sweep stops as interrupted
             # (finished runs kept, a rerun resumes), and the run is not a failure.
             raise KeyboardInterrupt from None
-        except errors.RayError as error:  # its worker or node died every try
+        except errors.RayError as error:  # its worker or node died on every try
             line = error_line_of(error).split(" ray::", 1)[0]
-            return RunOutcome(task.run_key, False, f"its Ray worker died while running it ({MAX_RETRIES + 1} tries): {line}")
+            return RunOutcome(task.run_key, False, f"Ray could not run it ({MAX_RETRIES + 1} tries; its worker or node died): {line}")
         where = {"host": remote.host, "ray_node_id": remote.node_id}
         if remote.result is None:
             return RunOutcome(task.run_key, False, remote.error, remote.wall_s, remote.cpu_s, **where)
