@@ -200,6 +200,19 @@ def test_kernel_runs_go_only_to_nodes_that_offer_the_kernel_host_resource(cluste
     assert {entry["ray_node_id"] for entry in logged} == kernel_hosts
 
 
+def test_a_cluster_with_no_kernel_host_is_refused_for_kernel_runs_in_one_line() -> None:
+    from cclab.errors import CclabError
+    from cclab.executor_ray import check_resources
+
+    class Cluster2Cpus:
+        def cluster_resources(self) -> dict[str, float]:
+            return {"CPU": 2.0, "memory": 1e9}
+
+    assert check_resources(Cluster2Cpus(), kernel=False) == (2, 0)
+    with pytest.raises(CclabError, match=r"no node of the cluster offers cclab_kernel_host for kernel runs; start kernel hosts with: ray start --address HEAD:PORT --resources '\{\"cclab_kernel_host\": 1\}'"):
+        check_resources(Cluster2Cpus(), kernel=True)
+
+
 def descendants(pid: int) -> list[int]:
     try:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()

@@ -36,14 +36,15 @@ AddressOption = Annotated[
 ]
 
 
-def _executor_choice(executor: str, address: str | None, jobs: int | None):  # -> ExecutorChoice
-    """The --executor/--address choice, checked before anything runs (Ray installed, address answers)."""
+def _executor_choice(executor: str, address: str | None, jobs: int | None, *, kernel: bool = False):  # -> ExecutorChoice
+    """The --executor/--address choice, checked before anything runs (Ray installed, the
+    cluster answers, and takes kernel runs if `kernel`)."""
     from cclab.executor import ExecutorChoice
 
     choice = ExecutorChoice(executor, address)
     if choice.kind == "ray" and jobs is not None:
         raise CclabError("--jobs: not used with --executor ray (the cluster's CPUs and kernel hosts set how many runs go at once)")
-    choice.preflight()
+    choice.preflight(kernel=kernel)
     return choice
 
 
@@ -130,7 +131,7 @@ def sweep(
     from cclab.sweep import SweepInterrupted, run_sweep
 
     try:
-        with use_executor(_executor_choice(executor, address, jobs)):
+        with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
             report = run_sweep(sweep_file, out if out is not None else Path("out") / sweep_file.stem, engine=engine, jobs=jobs)
     except CclabError as error:
         _fail(error)
@@ -185,7 +186,7 @@ def reproduce(
         if engine not in ENGINE_NAMES:
             raise CclabError(f"--engine: must be one of {', '.join(ENGINE_NAMES)} (got {engine!r})")
         study = get_study(name)
-        with use_executor(_executor_choice(executor, address, jobs)):
+        with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
             summary_path = study.run(out if out is not None else Path("out") / name, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
     except CclabError as error:
         _fail(error)

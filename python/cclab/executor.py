@@ -333,13 +333,13 @@ class ExecutorChoice:
         if self.address is not None and self.kind != "ray":
             raise CclabError("--address: only with --executor ray")
 
-    def preflight(self) -> None:
-        """Fail in one line, before anything runs or is written, if Ray is missing or the
-        cluster's address does not answer."""
+    def preflight(self, *, kernel: bool = False) -> None:
+        """Fail in one line, before anything runs or is written, if Ray is missing, the
+        cluster's address does not answer or (`kernel`) no node takes kernel runs."""
         if self.kind == "ray":
             from cclab.executor_ray import preflight
 
-            preflight(self.address)
+            preflight(self.address, kernel=kernel)
 
     def make(self, jobs: int) -> Executor:
         """An executor for one batch; `jobs` is the local process count (Ray's cluster

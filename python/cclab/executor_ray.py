@@ -53,9 +53,10 @@ WAIT_S = 0.5
 INSTALL_HINT = 'Ray is not installed; install it with: pip install "cclab[ray]"'
 
 
-def preflight(address: str | None) -> None:
+def preflight(address: str | None, *, kernel: bool = False) -> None:
     """One line, before anything runs or is written: Ray is missing, HOST:PORT does not
-    answer, or there is no cluster to connect to. Connects (see `connect`)."""
+    answer, there is no cluster to connect to, or (`kernel`) no node takes kernel runs.
+    Connects (see `connect`)."""
     if importlib.util.find_spec("ray") is None:
         raise CclabError(f"--executor ray: {INSTALL_HINT}")
     if address is not None and address != "auto":
@@ -65,7 +66,7 @@ def preflight(address: str | None) -> None:
         except OSError as error:
             reason = error.strerror or type(error).__name__
             raise CclabError(f"--address {address}: no Ray cluster answers there ({reason})") from None
-    connect(address)
+    check_resources(connect(address), kernel=kernel)
 
 
 # The address this module connected to; a connection is kept for the life of the process
@@ -96,6 +97,20 @@ def connect(address: str | None) -> Any:
         raise CclabError(f"--executor ray: cannot connect to the Ray cluster at {address}: {first}") from None
     _connected.append(address)
     return ray
+
+
+def check_resources(ray: Any, *, kernel: bool) -> tuple[int, int]:
+    """The cluster's CPUs and kernel hosts; one line if it cannot take the runs."""
+    resources = ray.cluster_resources()
+    cpus, hosts = int(resources.get("CPU", 0)), int(resources.get(KERNEL_RESOURCE, 0))
+    if cpus < 1:
+        raise CclabError("--executor ray: the cluster offers no CPU to run on")
+    if kernel and hosts < 1:
+        raise CclabError(
+            f"--executor ray: no node of the cluster offers {KERNEL_RESOURCE} for kernel runs; "
+            f"start kernel hosts with: ray start --address HEAD:PORT --resources '{{\"{KERNEL_RESOURCE}\": 1}}'"
+        )
+    return cpus, hosts
 
 
 def _host_port(address: str) -> tuple[str, int]:
@@ -156,18 +171,10 @@ class RayExecutor(Executor):
         if not tasks:
             return iter(())
         self._ray = connect(self.address)
-        resources = self._ray.cluster_resources()
         self.nodes = sum(1 for node in self._ray.nodes() if node.get("Alive"))
         sims = [task for task in tasks if task.engine != "kernel"]
         kernels = [task for task in tasks if task.engine == "kernel"]
-        cpus, hosts = int(resources.get("CPU", 0)), int(resources.get(KERNEL_RESOURCE, 0))
-        if (sims or kernels) and cpus < 1:
-            raise CclabError("--executor ray: the cluster offers no CPU to run on")
-        if kernels and hosts < 1:
-            raise CclabError(
-                f"--executor ray: no node of the cluster offers {KERNEL_RESOURCE} for kernel runs; "
-                f"start kernel hosts with: ray start --address HEAD:PORT --resources '{{\"{KERNEL_RESOURCE}\": 1}}'"
-            )
+        cpus, hosts = check_resources(self._ray, kernel=bool(kernels))
         self.jobs = cpus if sims else min(cpus, hosts)
         remote = self._ray.remote(_run_remote)
         self._submit(remote, sims)  # at once, before returning, as the interface asks

@@ -68,6 +68,8 @@ def run_validation(
     if current_executor().kind == "local":
         for specs in plans["kernel"].values():
             preflight(specs[0].scenario.resolve())
+    else:
+        current_executor().preflight(kernel=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "set.json").write_text(
         json.dumps({"set": validation_set.name, "cases": [{"name": c.name, "regime": c.regime, "pair": c.pair, "spec": c.spec} for c in validation_set.cases]}, indent=2)
