@@ -26,7 +26,7 @@ import pytest
 
 from cclab.executor import ExecutorChoice
 from cclab.store import finished_runs, load_failures, load_flows, load_series
-from cclab.sweep import Expansion, Sweep, expand, run_planned, run_sweep
+from cclab.sweep import Expansion, RunSpec, Sweep, expand, run_planned, run_sweep
 
 pytestmark = [pytest.mark.ray, pytest.mark.sim]
 
@@ -170,7 +170,7 @@ def test_a_run_that_raises_on_a_worker_is_recorded_as_failed_and_the_others_fini
     good = expand(sweep_of(duration_s=2, repetitions=1))
     # model_copy does not validate: the worker's Scenario.from_dict raises on it, as a bug would.
     broken = good[0].scenario.model_copy(update={"duration_s": -1.0})
-    bad = type(good[0])("0badbadbadbadbad", broken, {"case": "broken"}, 0, "sim")
+    bad = RunSpec("0badbadbadbadbad", broken, {"case": "broken"}, 0, "sim")
     report = run_planned("broken", Expansion(runs=[*good, bad]), tmp_path, engine_label="sim", jobs=1, progress=False, executor=ExecutorChoice("ray", cluster.address))
     assert report.done == 2
     assert [failure["run_key"] for failure in report.failed] == ["0badbadbadbadbad"]
@@ -191,7 +191,7 @@ def test_kernel_runs_go_only_to_nodes_that_offer_the_kernel_host_resource(cluste
     # and failures.jsonl names the node it ran on.
     spec = expand(sweep_of(duration_s=2, repetitions=1))[0]
     broken = spec.scenario.model_copy(update={"duration_s": -1.0, "engine": "kernel"})
-    runs = [type(spec)(f"0badkernel{index:06d}", broken.model_copy(update={"seed": index}), {"case": "kernel"}, 0, "kernel") for index in range(4)]
+    runs = [RunSpec(f"0badkernel{index:06d}", broken.model_copy(update={"seed": index}), {"case": "kernel"}, 0, "kernel") for index in range(4)]
     report = run_planned("kernel", Expansion(runs=runs), tmp_path, engine_label="kernel", jobs=1, progress=False, executor=ExecutorChoice("ray", cluster.address))
     assert len(report.failed) == 4 and report.jobs == 1  # one kernel host
     kernel_hosts = {node["NodeID"] for node in ray.nodes() if node["Alive"] and node["Resources"].get(KERNEL_RESOURCE)}

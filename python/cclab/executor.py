@@ -132,7 +132,6 @@ def store_run(task: RunTask, result: RunResult, *, executor: str, ray_node_id: s
             "repetition": task.repetition,
             "axis_values": task.axis_values,
             "scenario": task.scenario,
-            "host": result.provenance.get("host"),
             "executor": executor,
             "ray_node_id": ray_node_id,
         }
