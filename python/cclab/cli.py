@@ -29,6 +29,25 @@ app = typer.Typer(
 SpecArgument = Annotated[Path, typer.Argument(metavar="SPEC.toml", help="scenario spec (see README)", show_default=False)]
 
 
+ExecutorOption = Annotated[str, typer.Option("--executor", help='where runs go: local (this machine) | ray (a Ray cluster; pip install "cclab\\[ray]")')]
+AddressOption = Annotated[
+    str | None,
+    typer.Option("--address", help="with --executor ray: HOST:PORT of the cluster's head, or auto: RAY_ADDRESS, else the cluster started on this machine with `ray start`"),
+]
+
+
+def _executor_choice(executor: str, address: str | None, jobs: int | None, *, kernel: bool = False):  # -> ExecutorChoice
+    """The --executor/--address choice, checked before anything runs (Ray installed, the
+    cluster answers, and takes kernel runs if `kernel`)."""
+    from cclab.executor import ExecutorChoice
+
+    choice = ExecutorChoice(executor, address)
+    if choice.kind == "ray" and jobs is not None:
+        raise CclabError("--jobs: not used with --executor ray (the cluster's CPUs and kernel hosts set how many runs go at once)")
+    choice.preflight(kernel=kernel)
+    return choice
+
+
 def _progress(line: str) -> None:
     # Plain text, never wrapped or styled: stderr may be a log file.
     sys.stderr.write(line + "\n")
@@ -93,15 +112,19 @@ def validate(
     set_name: Annotated[str, typer.Option("--set", help="validation set: default (37 cases, ~20 min) | bbr23 (BBRv2/v3, ~8 min) | aqm (queue disciplines and ECN, ~6 min) | all | quick (3 cases)")] = "default",
     out: Annotated[Path | None, typer.Option("--out", help="output folder [default: out/validate-<set>]; finished runs there are reused")] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", help="parallel simulator runs [default: all CPUs]; kernel runs go one at a time")] = None,
+    executor: ExecutorOption = "local",
+    address: AddressOption = None,
 ) -> None:
     """Run a validation set on the simulator and the kernel and report how far they agree."""
+    from cclab.executor import use_executor
     from cclab.fidelity.report import console_lines
     from cclab.fidelity.runner import run_validation
     from cclab.report import write_report
     from cclab.sweep import SweepInterrupted
 
     try:
-        report = run_validation(set_name, out if out is not None else Path("out") / f"validate-{set_name}", jobs=jobs)
+        with use_executor(_executor_choice(executor, address, jobs)):
+            report = run_validation(set_name, out if out is not None else Path("out") / f"validate-{set_name}", jobs=jobs)
         page = write_report(report.out_dir)
     except CclabError as error:
         _fail(error)
@@ -119,12 +142,16 @@ def sweep(
     out: Annotated[Path | None, typer.Option("--out", help="output folder; resumes what is already there [default: out/<sweep name>]")] = None,
     engine: Annotated[str | None, typer.Option(help=f"{' | '.join(ENGINE_NAMES)} [default: the base scenario's engine]")] = None,
     jobs: Annotated[int | None, typer.Option(help="parallel runs [default: CPU count for sim, 1 for kernel]")] = None,
+    executor: ExecutorOption = "local",
+    address: AddressOption = None,
 ) -> None:
     """Run every combination of a sweep's axes in parallel; rerun to resume."""
+    from cclab.executor import use_executor
     from cclab.sweep import SweepInterrupted, run_sweep
 
     try:
-        report = run_sweep(sweep_file, out if out is not None else Path("out") / sweep_file.stem, engine=engine, jobs=jobs)
+        with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
+            report = run_sweep(sweep_file, out if out is not None else Path("out") / sweep_file.stem, engine=engine, jobs=jobs)
     except CclabError as error:
         _fail(error)
     except SweepInterrupted as interrupt:
@@ -167,8 +194,11 @@ def reproduce(
     out: Annotated[Path | None, typer.Option("--out", help="study folder [default: out/<NAME>]; finished runs there are reused")] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", help="parallel runs [default: all CPUs on sim, 1 on kernel]")] = None,
     include_invalid: Annotated[bool, typer.Option("--include-invalid", help="keep kernel runs that failed their validity checks")] = False,
+    executor: ExecutorOption = "local",
+    address: AddressOption = None,
 ) -> None:
     """Reproduce a paper's study: run its sweep, write figures (PNG, SVG), summary.md and report.html."""
+    from cclab.executor import use_executor
     from cclab.report import write_report
     from cclab.studies import get_study
 
@@ -177,7 +207,8 @@ def reproduce(
             raise CclabError(f"--engine: must be one of {', '.join(ENGINE_NAMES)} (got {engine!r})")
         study = get_study(name)
         out_dir = out if out is not None else Path("out") / name
-        summary_path = study.run(out_dir, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
+        with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
+            summary_path = study.run(out_dir, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
         report_path = write_report(out_dir)
     except CclabError as error:
         _fail(error)

@@ -2,9 +2,13 @@
 
 A sweep hands an executor `RunTask`s (small, picklable: the scenario in spec form, the
 engine, where to write) and receives `RunOutcome`s as runs finish, in any order. The
-work of one run is `execute(task)`: run the engine, then store the result under
-`runs/<run_key>/`. A cluster executor only has to call `execute` on another machine
-with the same `runs` folder.
+work of one run is `execute(task)`: run the engine (`run_task`), then store the result
+under `runs/<run_key>/` (`store_run`). A cluster executor runs `run_task` on another
+machine and `store_run` where the store is (`cclab.executor_ray`).
+
+Which executor a batch uses is an `ExecutorChoice` ("local", or "ray" with a cluster
+address): passed to `run_sweep`/`run_planned`, or set for a block of code with
+`use_executor(choice)`, which is how `cclab reproduce` reaches every study's sweeps.
 
 Atomicity: a run is written (RunResult.write, itself atomic) into a hidden staging
 folder `runs/.staging-<pid>/<run_key>`, completed with `run.json`, and renamed to
@@ -14,12 +18,15 @@ whatever an interruption leaves behind is hidden and removed by `clean_staging`.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import json
 import multiprocessing
 import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -29,9 +36,12 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cclab.errors import CclabError
+
+if TYPE_CHECKING:
+    from cclab.results import RunResult
 
 RUN_META = "run.json"
 STAGING_PREFIX = ".staging-"
@@ -58,6 +68,8 @@ class RunOutcome:
     cpu_s: float = 0.0  # CPU time of the run in its process: independent of other load
     # Another process (an orphaned worker of a killed sweep) stored the same run first.
     raced: bool = False
+    host: str | None = None  # the machine that ran it (None if its worker died)
+    ray_node_id: str | None = None  # on a Ray cluster, the node that ran it
 
 
 def execute(task: RunTask) -> RunOutcome:
@@ -65,20 +77,25 @@ def execute(task: RunTask) -> RunOutcome:
     started, cpu_started = time.perf_counter(), time.process_time()
     marker = _running_marker(task)
     try:
-        raced = _run_and_store(task)
+        raced = store_run(task, run_task(task), executor="local")
         error_line = None
     except (KeyboardInterrupt, SystemExit):
         raise
-    except CclabError as error:
-        error_line = error.line
     except BaseException as error:  # a bug, or a Rust panic (a BaseException), must not stop the sweep
-        error_line = " ".join(f"{type(error).__name__}: {error}".split())
+        error_line = error_line_of(error)
     finally:
         marker.unlink(missing_ok=True)
     wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     if error_line is not None:
-        return RunOutcome(task.run_key, False, error_line, wall_s, cpu_s)
-    return RunOutcome(task.run_key, True, None, wall_s, cpu_s, raced)
+        return RunOutcome(task.run_key, False, error_line, wall_s, cpu_s, host=socket.gethostname())
+    return RunOutcome(task.run_key, True, None, wall_s, cpu_s, raced, host=socket.gethostname())
+
+
+def error_line_of(error: BaseException) -> str:
+    """The one line a failed run is recorded with."""
+    if isinstance(error, CclabError):
+        return error.line
+    return " ".join(f"{type(error).__name__}: {error}".split())
 
 
 def _running_marker(task: RunTask) -> Path:
@@ -90,12 +107,21 @@ def _running_marker(task: RunTask) -> Path:
     return marker
 
 
-def _run_and_store(task: RunTask) -> bool:
+def run_task(task: RunTask) -> RunResult:
+    """Run the task's scenario on its engine (on whichever machine calls this)."""
     from cclab.engines import get_engine
     from cclab.spec import Scenario
 
-    scenario = Scenario.from_dict(task.scenario)
-    result = get_engine(task.engine).run(scenario)
+    return get_engine(task.engine).run(Scenario.from_dict(task.scenario))
+
+
+def store_run(task: RunTask, result: RunResult, *, executor: str, ray_node_id: str | None = None) -> bool:
+    """Store a finished run under runs/<run_key> atomically; True if another process
+    (an earlier sweep's orphaned worker) stored the same run first.
+
+    run.json says how the run was carried out: the executor and, on Ray, the node's id
+    (the host's name is in the result's provenance, where the engine ran).
+    """
     runs_dir = Path(task.runs_dir)
     staging = result.write(runs_dir / f"{STAGING_PREFIX}{os.getpid()}" / task.run_key)
     try:
@@ -106,6 +132,8 @@ def _run_and_store(task: RunTask) -> bool:
             "repetition": task.repetition,
             "axis_values": task.axis_values,
             "scenario": task.scenario,
+            "executor": executor,
+            "ray_node_id": ray_node_id,
         }
         (staging / RUN_META).write_text(json.dumps(meta, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         try:
@@ -167,6 +195,10 @@ class Executor(ABC):
 
     def shutdown(self, *, kill: bool = False) -> None:
         """Release workers; with kill, stop runs in progress (their results are dropped)."""
+
+    def describe(self) -> str:
+        """Where the runs went, for the sweep's summary line ("" for this machine)."""
+        return ""
 
     def __enter__(self) -> Executor:
         return self
@@ -278,3 +310,59 @@ def _context() -> multiprocessing.context.BaseContext:
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# ---- choosing an executor -------------------------------------------------------------------
+
+EXECUTOR_NAMES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class ExecutorChoice:
+    """Where a batch of runs goes: "local" (worker processes on this machine) or "ray"
+    (a Ray cluster: `address` "HOST:PORT", or "auto"/None: RAY_ADDRESS, else the cluster
+    started on this machine with `ray start`)."""
+
+    kind: str = "local"
+    address: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in EXECUTOR_NAMES:
+            raise CclabError(f"--executor: must be one of {', '.join(EXECUTOR_NAMES)} (got {self.kind!r})")
+        if self.address is not None and self.kind != "ray":
+            raise CclabError("--address: only with --executor ray")
+
+    def preflight(self, *, kernel: bool = False) -> None:
+        """Fail in one line, before anything runs or is written, if Ray is missing, the
+        cluster's address does not answer or (`kernel`) no node takes kernel runs."""
+        if self.kind == "ray":
+            from cclab.executor_ray import preflight
+
+            preflight(self.address, kernel=kernel)
+
+    def make(self, jobs: int) -> Executor:
+        """An executor for one batch; `jobs` is the local process count (Ray's cluster
+        resources decide its own parallelism)."""
+        if self.kind == "ray":
+            from cclab.executor_ray import RayExecutor
+
+            return RayExecutor(self.address)
+        return LocalProcessExecutor(jobs)
+
+
+_CURRENT: contextvars.ContextVar[ExecutorChoice] = contextvars.ContextVar("cclab_executor", default=ExecutorChoice())
+
+
+def current_executor() -> ExecutorChoice:
+    """The choice in force: the innermost `use_executor`, else local."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def use_executor(choice: ExecutorChoice) -> Iterator[ExecutorChoice]:
+    """Run every sweep started inside the block (studies, validation sets) with `choice`."""
+    token = _CURRENT.set(choice)
+    try:
+        yield choice
+    finally:
+        _CURRENT.reset(token)

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
@@ -122,6 +123,7 @@ class RunResult:
             "seed": spec["seed"],
             "cclab_version": _cclab_version(),
             "git_revision": _git_revision(),
+            "host": socket.gethostname(),  # the machine the engine ran on (a sweep's node on a cluster)
             **dict(output.get("provenance", {})),
         }
         return cls(

@@ -5,7 +5,7 @@ Layout of an output folder `DIR`:
     DIR/runs/<run_key>/      one finished run: RunResult files + run.json (sweep, axis values)
     DIR/flows.parquet        the flows table of every finished run, written at the end of a
                              sweep (a cache: `load_flows` rebuilds what it lacks)
-    DIR/failures.jsonl       one line per run that raised: run_key, axis values, error
+    DIR/failures.jsonl       one line per run that raised: run_key, axis values, error, host
     DIR/sweeps/<name>.json   each sweep's definition, planned runs and skipped combinations
 
 `load_flows(DIR)` works on a finished or a partial sweep: it reads the cache and adds
@@ -49,6 +49,7 @@ RUN_COLUMNS: dict[str, str] = {
     "loss": "float64",
     "aqm": "string",  # the bottleneck's queue discipline: fifo, codel, fq_codel, pie, red, cake
     "n_flows": "int64",
+    "host": "string",  # the machine that ran it (provenance.host; null for results older than it)
     "flow_sample_interval_ms": "float64",
     "queue_sample_interval_ms": "float64",
     # The flow's own spec entry (flows[flow_entry]), resolved.
@@ -106,6 +107,7 @@ def flow_rows(run_dir: Path) -> list[dict[str, Any]]:
         "loss": link["loss_probability"],
         "aqm": link.get("aqm", {"kind": "fifo"})["kind"],
         "n_flows": len(config["flows"]),
+        "host": result["provenance"].get("host"),
         "flow_sample_interval_ms": config["flow_sample_interval_ns"] / 1e6,
         "queue_sample_interval_ms": config["queue_sample_interval_ns"] / 1e6,
     }
@@ -235,7 +237,7 @@ def _read_cache(out_dir: str | os.PathLike[str]) -> pd.DataFrame | None:
 def load_failures(out_dir: str | os.PathLike[str]) -> pd.DataFrame:
     """The runs that failed and have not finished since: the latest failures.jsonl entry of each."""
     path = Path(out_dir) / "failures.jsonl"
-    columns = ["run_key", "axis_values", "repetition", "error", "engine", "time"]
+    columns = ["run_key", "axis_values", "repetition", "error", "engine", "host", "time"]
     if not path.is_file():
         return pd.DataFrame(columns=columns)
     latest: dict[str, dict[str, Any]] = {}

@@ -43,7 +43,7 @@ from cclab.errors import SpecError
 from cclab.spec import EngineName, Scenario, _one_line, _show, read_toml
 
 if TYPE_CHECKING:
-    from cclab.executor import Executor
+    from cclab.executor import Executor, ExecutorChoice
 
 # A sweep keeps the queue backlog every 10 ms, not every 1 ms as a single run does: a
 # 60 s run then stores 6,000 queue samples instead of 60,000. Measured: 1 ms samples add
@@ -259,6 +259,7 @@ class SweepReport:
     skipped: list[Skipped] = field(default_factory=list)
     duplicates: int = 0
     interrupted: bool = False
+    where: str = ""  # " on Ray (N nodes)" for a cluster; "" on this machine
     wall_s: float = 0.0
     run_wall_s: float = 0.0  # summed wall time of the runs done, as measured in the workers
     run_cpu_s: float = 0.0  # summed CPU time of the runs done (engine + storing), in the workers
@@ -272,7 +273,7 @@ class SweepReport:
             f"{self.out_dir}: {self.done} done, {self.resumed} resumed, {len(self.skipped)} skipped, "
             f"{len(self.failed)} failed"
             + (f", {self.remaining} not run (interrupted)" if self.interrupted else "")
-            + f" of {self.planned} runs; {self.wall_s:.1f} s wall with {self.jobs} job{'s' if self.jobs != 1 else ''}"
+            + f" of {self.planned} runs; {self.wall_s:.1f} s wall with {self.jobs} job{'s' if self.jobs != 1 else ''}{self.where}"
         ]
         reasons: dict[str, int] = {}
         for skipped in self.skipped:
@@ -312,9 +313,12 @@ def run_sweep(
     engine: str | None = None,
     jobs: int | None = None,
     progress: bool = True,
-    executor: Executor | None = None,
+    executor: Executor | ExecutorChoice | None = None,
 ) -> SweepReport:
     """Run every run of the sweep not yet in `out_dir/runs/`, in parallel; see module doc.
+
+    `executor`: where the runs go (an `ExecutorChoice`, e.g. Ray; default: the one set by
+    `use_executor`, else this machine's processes), or an `Executor` to use once.
 
     Raises SpecError (nothing written) for an invalid sweep and SweepInterrupted on Ctrl-C.
     """
@@ -348,12 +352,12 @@ def run_planned(
     engine_label: str,
     jobs: int,
     progress: bool = True,
-    executor: Executor | None = None,
+    executor: Executor | ExecutorChoice | None = None,
     started: float | None = None,
 ) -> SweepReport:
     """Run the planned runs not yet stored in `out_dir/runs/` (see `run_sweep`); callers
     that plan runs themselves (the validation set) share the store, resume and Ctrl-C."""
-    from cclab.executor import LocalProcessExecutor, RunTask, clean_staging
+    from cclab.executor import Executor, RunTask, clean_staging, current_executor
     from cclab.store import finished_runs, runs_dir, write_flows_table
 
     started = time.perf_counter() if started is None else started
@@ -386,11 +390,14 @@ def run_planned(
         )
         for spec in todo
     ]
-    executor = executor or LocalProcessExecutor(report.jobs)
+    if not isinstance(executor, Executor):
+        executor = (executor or current_executor()).make(report.jobs)
     bar = None
     try:
         with executor:
             outcomes = executor.submit(tasks)
+            if tasks:
+                report.jobs, report.where = min(executor.jobs, len(tasks)), executor.describe()
             bar = _ProgressBar(len(tasks), name) if progress and tasks else None
             for outcome in outcomes:
                 if outcome.ok:
@@ -406,7 +413,8 @@ def run_planned(
                         "error": outcome.error,
                     }
                     report.failed.append(failure)
-                    _append_failure(out_dir, {**failure, "engine": spec.engine, "time": time.time()})
+                    where = {"host": outcome.host, "ray_node_id": outcome.ray_node_id}
+                    _append_failure(out_dir, {**failure, "engine": spec.engine, **where, "time": time.time()})
                 if bar is not None:
                     bar.advance(len(report.failed))
         if bar is not None:
