@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from cclab.engines.kernel import switches
 from cclab.engines.kernel.errors import KernelEngineError, KernelPreflightError
 
 CONFIG_KEY = "aqm_implementation"
@@ -79,17 +80,7 @@ def aqm_of(config: Mapping) -> dict:
 
 
 def requested_implementation(config: Mapping, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
-    environ = os.environ if environ is None else environ
-    if config.get(CONFIG_KEY) is not None:
-        value, source = str(config[CONFIG_KEY]), f"config {CONFIG_KEY}"
-    elif environ.get(ENV):
-        value, source = environ[ENV], f"environment {ENV}"
-    else:
-        return AUTO, "default"
-    value = value.strip().lower()
-    if value not in CHOICES:
-        raise KernelEngineError(f"{source} must be one of {', '.join(CHOICES)} (got {value!r})")
-    return value, source
+    return switches.requested(config, CONFIG_KEY, ENV, CHOICES, environ)
 
 
 def choose(

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from cclab.engines.kernel import switches
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.kconfig import kernel_config
 from cclab.engines.kernel.netns import CLONE_NEWNET, iproute_in, ns_run
@@ -114,17 +115,7 @@ class DelayChoice:
 
 def requested_mechanism(config: Mapping, environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     """(requested mechanism, where it came from): the config key wins over $CCLAB_DELAY."""
-    environ = os.environ if environ is None else environ
-    if config.get(CONFIG_KEY) is not None:
-        value, source = str(config[CONFIG_KEY]), f"config {CONFIG_KEY}"
-    elif environ.get(DELAY_ENV):
-        value, source = environ[DELAY_ENV], f"environment {DELAY_ENV}"
-    else:
-        return AUTO, "default"
-    value = value.strip().lower()
-    if value not in CHOICES:
-        raise KernelEngineError(f"{source} must be one of {', '.join(CHOICES)} (got {value!r})")
-    return value, source
+    return switches.requested(config, CONFIG_KEY, DELAY_ENV, CHOICES, environ)
 
 
 def choose(
