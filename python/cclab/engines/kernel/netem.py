@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
