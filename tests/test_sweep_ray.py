@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cclab.executor import ExecutorChoice
+from cclab.executor_choice import ExecutorChoice
 from cclab.store import finished_runs, load_failures, load_flows, load_series
 from cclab.sweep import Expansion, RunSpec, Sweep, expand, run_planned, run_sweep
 

@@ -39,7 +39,7 @@ AddressOption = Annotated[
 def _executor_choice(executor: str, address: str | None, jobs: int | None, *, kernel: bool = False):  # -> ExecutorChoice
     """The --executor/--address choice, checked before anything runs (Ray installed, the
     cluster answers, and takes kernel runs if `kernel`)."""
-    from cclab.executor import ExecutorChoice
+    from cclab.executor_choice import ExecutorChoice
 
     choice = ExecutorChoice(executor, address)
     if choice.kind == "ray" and jobs is not None:
@@ -116,7 +116,7 @@ def validate(
     address: AddressOption = None,
 ) -> None:
     """Run a validation set on the simulator and the kernel and report how far they agree."""
-    from cclab.executor import use_executor
+    from cclab.executor_choice import use_executor
     from cclab.fidelity.report import console_lines
     from cclab.fidelity.runner import run_validation
     from cclab.report import write_report
@@ -146,7 +146,7 @@ def sweep(
     address: AddressOption = None,
 ) -> None:
     """Run every combination of a sweep's axes in parallel; rerun to resume."""
-    from cclab.executor import use_executor
+    from cclab.executor_choice import use_executor
     from cclab.sweep import SweepInterrupted, run_sweep
 
     try:
@@ -198,7 +198,7 @@ def reproduce(
     address: AddressOption = None,
 ) -> None:
     """Reproduce a paper's study: run its sweep, write figures (PNG, SVG), summary.md and report.html."""
-    from cclab.executor import use_executor
+    from cclab.executor_choice import use_executor
     from cclab.report import write_report
     from cclab.studies import get_study
 

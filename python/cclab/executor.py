@@ -6,7 +6,7 @@ work of one run is `execute(task)`: run the engine (`run_task`), then store the 
 under `runs/<run_key>/` (`store_run`). A cluster executor runs `run_task` on another
 machine and `store_run` where the store is (`cclab.executor_ray`).
 
-Which executor a batch uses is an `ExecutorChoice` ("local", or "ray" with a cluster
+Which executor a batch uses is an `ExecutorChoice` (`cclab.executor_choice`: "local", or "ray" with a cluster
 address): passed to `run_sweep`/`run_planned`, or set for a block of code with
 `use_executor(choice)`, which is how `cclab reproduce` reaches every study's sweeps.
 
@@ -18,8 +18,6 @@ whatever an interruption leaves behind is hidden and removed by `clean_staging`.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import errno
 import json
 import multiprocessing
@@ -310,59 +308,3 @@ def _context() -> multiprocessing.context.BaseContext:
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-# ---- choosing an executor -------------------------------------------------------------------
-
-EXECUTOR_NAMES = ("local", "ray")
-
-
-@dataclass(frozen=True)
-class ExecutorChoice:
-    """Where a batch of runs goes: "local" (worker processes on this machine) or "ray"
-    (a Ray cluster: `address` "HOST:PORT", or "auto"/None: RAY_ADDRESS, else the cluster
-    started on this machine with `ray start`)."""
-
-    kind: str = "local"
-    address: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in EXECUTOR_NAMES:
-            raise CclabError(f"--executor: must be one of {', '.join(EXECUTOR_NAMES)} (got {self.kind!r})")
-        if self.address is not None and self.kind != "ray":
-            raise CclabError("--address: only with --executor ray")
-
-    def preflight(self, *, kernel: bool = False) -> None:
-        """Fail in one line, before anything runs or is written, if Ray is missing, the
-        cluster's address does not answer or (`kernel`) no node takes kernel runs."""
-        if self.kind == "ray":
-            from cclab.executor_ray import preflight
-
-            preflight(self.address, kernel=kernel)
-
-    def make(self, jobs: int) -> Executor:
-        """An executor for one batch; `jobs` is the local process count (Ray's cluster
-        resources decide its own parallelism)."""
-        if self.kind == "ray":
-            from cclab.executor_ray import RayExecutor
-
-            return RayExecutor(self.address)
-        return LocalProcessExecutor(jobs)
-
-
-_CURRENT: contextvars.ContextVar[ExecutorChoice] = contextvars.ContextVar("cclab_executor", default=ExecutorChoice())
-
-
-def current_executor() -> ExecutorChoice:
-    """The choice in force: the innermost `use_executor`, else local."""
-    return _CURRENT.get()
-
-
-@contextlib.contextmanager
-def use_executor(choice: ExecutorChoice) -> Iterator[ExecutorChoice]:
-    """Run every sweep started inside the block (studies, validation sets) with `choice`."""
-    token = _CURRENT.set(choice)
-    try:
-        yield choice
-    finally:
-        _CURRENT.reset(token)

@@ -43,7 +43,8 @@ from cclab.errors import SpecError
 from cclab.spec import EngineName, Scenario, _one_line, _show, read_toml
 
 if TYPE_CHECKING:
-    from cclab.executor import Executor, ExecutorChoice
+    from cclab.executor import Executor
+    from cclab.executor_choice import ExecutorChoice
 
 # A sweep keeps the queue backlog every 10 ms, not every 1 ms as a single run does: a
 # 60 s run then stores 6,000 queue samples instead of 60,000. Measured: 1 ms samples add
@@ -357,7 +358,8 @@ def run_planned(
 ) -> SweepReport:
     """Run the planned runs not yet stored in `out_dir/runs/` (see `run_sweep`); callers
     that plan runs themselves (the validation set) share the store, resume and Ctrl-C."""
-    from cclab.executor import Executor, RunTask, clean_staging, current_executor
+    from cclab.executor import Executor, RunTask, clean_staging
+    from cclab.executor_choice import current_executor
     from cclab.store import finished_runs, runs_dir, write_flows_table
 
     started = time.perf_counter() if started is None else started

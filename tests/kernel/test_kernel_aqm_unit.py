@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from cclab.engines.kernel import aqm
+from cclab.engines.kernel import aqm, probes
 from cclab.engines.kernel.delayline import bottleneck_args
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.spec.aqm import resolve_aqm
@@ -208,15 +208,15 @@ def test_ce_marks_are_read_from_each_qdiscs_raw_xstats_struct() -> None:
     # struct tc_codel_xstats: maxpacket, count, lastcount, ldelay, drop_next, drop_overlimit,
     # ecn_mark, dropping, ce_mark.
     codel = struct.pack("=IIIIiIIII", 1514, 3, 2, 4201, -5, 7, 30, 1, 4)
-    assert aqm.ce_marks_from_xstats("codel", codel) == 34
+    assert probes.ce_marks_from_xstats("codel", codel) == 34
     # struct tc_fq_codel_xstats: type 0, then maxpacket, drop_overlimit, ecn_mark, ..., ce_mark.
     fq = struct.pack("=IIIIIIIIII", 0, 1514, 12, 2211, 37, 0, 1, 5, 0, 0)
-    assert aqm.ce_marks_from_xstats("fq_codel", fq) == 2216
+    assert probes.ce_marks_from_xstats("fq_codel", fq) == 2216
     pie = struct.pack("=QIIIIIIII", 0, 11, 0, 0, 100, 2, 1, 30, 9)
-    assert aqm.ce_marks_from_xstats("pie", pie) == 9
-    assert aqm.ce_marks_from_xstats("red", struct.pack("=IIII", 40, 11, 0, 1800)) == 1800
-    assert aqm.ce_marks_from_xstats("cake", b"\0" * 64) is None
-    assert aqm.ce_marks_from_xstats("codel", None) is None
+    assert probes.ce_marks_from_xstats("pie", pie) == 9
+    assert probes.ce_marks_from_xstats("red", struct.pack("=IIII", 40, 11, 0, 1800)) == 1800
+    assert probes.ce_marks_from_xstats("cake", b"\0" * 64) is None
+    assert probes.ce_marks_from_xstats("codel", None) is None
 
 
 # --- the userspace path's arguments ---------------------------------------------------------
@@ -270,7 +270,7 @@ def test_a_qdisc_message_yields_its_counters_and_raw_xstats() -> None:
     fq = struct.pack("=IIIIIIIIII", 0, 1514, 12, 2211, 37, 0, 1, 5, 0, 0)
     s = probes.parse_qdisc_stats(_qdisc_message(3, "fq_codel", 412, fq), 3, "fq_codel")
     assert s.drops == 412
-    assert aqm.ce_marks_from_xstats("fq_codel", s.app) == 2216
+    assert probes.ce_marks_from_xstats("fq_codel", s.app) == 2216
     assert probes.parse_qdisc_stats(_qdisc_message(3, "fq_codel", 412, fq), 3, "tbf") is None
     assert probes.parse_qdisc_stats(_qdisc_message(3, "tbf", 0, None), 3, "tbf").app is None
 

@@ -1,11 +1,29 @@
 //! The dumbbell's links: constant-delay FIFO pipes and the tbf-like bottleneck
 //! pulling from a `cclab_aqm` queue discipline.
 
-use crate::sim::DataPacket;
-use cclab_aqm::{AnyQdisc, DropReason, Dropped, Packet, Qdisc, QueueLimit};
+use crate::FRAME_OVERHEAD_BYTES;
+use cclab_aqm::{AnyQdisc, DropReason, Dropped, Ecn, Packet, Qdisc, QueueLimit};
 use cclab_cc::rng::SimRng;
 use cclab_cc::{Bandwidth, SimDuration, SimTime};
 use std::collections::VecDeque;
+
+/// A data segment on the wire (what the links and the bottleneck queue carry).
+#[derive(Clone, Copy, Debug)]
+pub struct DataPacket {
+    pub flow: u32,
+    pub payload_bytes: u32,
+    pub seq: u64,
+    /// The IP header's ECN field: ECT(0) from an ECN sender, CE once an AQM marked it.
+    pub ecn: Ecn,
+    /// The TCP header's CWR flag.
+    pub cwr: bool,
+}
+
+impl DataPacket {
+    pub fn frame_bytes(&self) -> u32 {
+        self.payload_bytes + FRAME_OVERHEAD_BYTES
+    }
+}
 
 /// A link with a constant propagation delay: arrivals leave in the order
 /// they entered, so the pipe is a FIFO and only its head needs an event.

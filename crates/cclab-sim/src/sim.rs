@@ -9,11 +9,11 @@
 use crate::config::SimConfig;
 use crate::event::{Event, EventQueue, LazyTimer, PipeId, TimerKind};
 use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
-use crate::network::{Bottleneck, Pipe};
+use crate::network::{Bottleneck, DataPacket, Pipe};
 use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
 use crate::tcp::sender::{TcpSender, Transmission};
-use crate::{FRAME_OVERHEAD_BYTES, FULL_FRAME_BYTES, MSS_BYTES};
-use cclab_aqm::{DropReason, Ecn, Packet, PacketMeta, QueueLimit};
+use crate::{FULL_FRAME_BYTES, MSS_BYTES};
+use cclab_aqm::{DropReason, Packet, PacketMeta, QueueLimit};
 use cclab_cc::rng::SimRng;
 use cclab_cc::{Bandwidth, CongestionControl, SimDuration, SimTime};
 
@@ -33,23 +33,6 @@ pub fn flow_hash(flow_id: u32) -> u32 {
     h ^= h >> 13;
     h = h.wrapping_mul(0xC2B2_AE35);
     h ^ (h >> 16)
-}
-
-#[derive(Clone, Copy, Debug)]
-pub struct DataPacket {
-    pub flow: u32,
-    pub payload_bytes: u32,
-    pub seq: u64,
-    /// The IP header's ECN field: ECT(0) from an ECN sender, CE once an AQM marked it.
-    pub ecn: Ecn,
-    /// The TCP header's CWR flag.
-    pub cwr: bool,
-}
-
-impl DataPacket {
-    fn frame_bytes(&self) -> u32 {
-        self.payload_bytes + FRAME_OVERHEAD_BYTES
-    }
 }
 
 pub struct Flow {

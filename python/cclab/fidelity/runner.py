@@ -63,7 +63,7 @@ def run_validation(
     # Check the kernel side before the simulator's runs: no root or no tc fails here.
     # On a cluster the kernel runs go to other hosts, which check themselves.
     from cclab.engines.kernel.preflight import preflight
-    from cclab.executor import current_executor
+    from cclab.executor_choice import current_executor
 
     if current_executor().kind == "local":
         for specs in plans["kernel"].values():

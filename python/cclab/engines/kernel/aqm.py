@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -309,20 +308,6 @@ def counters_from_tc_json(text: str, kind: str, handle: str = CHILD_HANDLE) -> A
     else:
         raise ValueError(f"no kernel counters for aqm kind {kind!r}")
     return AqmCounters(drops, overflow, max(0, drops - overflow), ce, delay, note)
-
-
-#: CE marks in each qdisc's raw xstats (TCA_STATS_APP), include/uapi/linux/pkt_sched.h:
-#: struct tc_codel_xstats (ecn_mark at byte 24, ce_mark at 32), tc_fq_codel_xstats (a u32
-#: type, then tc_fq_codel_qd_stats: ecn_mark at 12, ce_mark at 28), tc_pie_xstats (ecn_mark
-#: at 36), tc_red_xstats (marked at 12). cake's are nested attributes: not read per sample.
-_XSTATS_CE_OFFSETS = {"codel": (24, 32), "fq_codel": (12, 28), "pie": (36,), "red": (12,)}
-
-
-def ce_marks_from_xstats(kind: str, raw: bytes | None) -> int | None:
-    offsets = _XSTATS_CE_OFFSETS.get(kind)
-    if raw is None or offsets is None or len(raw) < max(offsets) + 4:
-        return None
-    return sum(struct.unpack_from("=I", raw, o)[0] for o in offsets)
 
 
 def describe(

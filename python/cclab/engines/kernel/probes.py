@@ -273,7 +273,6 @@ class TbfProbe(QdiscProbe):
     def sample(self) -> QdiscStats | None:
         if self.child_kind is None:
             return super().sample()
-        from cclab.engines.kernel.aqm import ce_marks_from_xstats
 
         found, child = None, None
         for _, msg in _nl_dump(self.sock, self.request):
@@ -310,3 +309,17 @@ def tcp_retrans_segs(ns: str) -> int | None:
     if len(lines) < 2 or "RetransSegs" not in lines[0]:
         return None
     return int(lines[1][lines[0].index("RetransSegs")])
+
+
+#: CE marks in each qdisc's raw xstats (TCA_STATS_APP), include/uapi/linux/pkt_sched.h:
+#: struct tc_codel_xstats (ecn_mark at byte 24, ce_mark at 32), tc_fq_codel_xstats (a u32
+#: type, then tc_fq_codel_qd_stats: ecn_mark at 12, ce_mark at 28), tc_pie_xstats (ecn_mark
+#: at 36), tc_red_xstats (marked at 12). cake's are nested attributes: not read per sample.
+_XSTATS_CE_OFFSETS = {"codel": (24, 32), "fq_codel": (12, 28), "pie": (36,), "red": (12,)}
+
+
+def ce_marks_from_xstats(kind: str, raw: bytes | None) -> int | None:
+    offsets = _XSTATS_CE_OFFSETS.get(kind)
+    if raw is None or offsets is None or len(raw) < max(offsets) + 4:
+        return None
+    return sum(struct.unpack_from("=I", raw, o)[0] for o in offsets)
