@@ -303,9 +303,10 @@ class SetSummary:
     sojourn_cases: int = 0  # AQM cases where both engines report queueing delay
     sojourn_agreement_share: float = float("nan")
 
-    def criteria(self) -> list[tuple[str, str, bool]]:
+    def criteria(self) -> list[tuple[str, str, bool | None]]:
         """(criterion, measured, met) for each of the issue's acceptance figures."""
-        pattern_ok = bool(self.patterns) and all(s >= MIN_PATTERN_COUNT and k >= MIN_PATTERN_COUNT for _, _, s, k in self.patterns)
+        # None where the set has nothing to judge (no pattern case, no pair, no AQM case).
+        pattern_ok = None if not self.patterns else all(s >= MIN_PATTERN_COUNT and k >= MIN_PATTERN_COUNT for _, _, s, k in self.patterns)
         return [
             (f"goodput median |error| <= {GOODPUT_MEDIAN_MAX_ERROR:.0%}", f"{self.goodput_median_error:.1%}", self.goodput_median_error <= GOODPUT_MEDIAN_MAX_ERROR),
             (f"goodput p90 |error| <= {GOODPUT_P90_MAX_ERROR:.0%}", f"{self.goodput_p90_error:.1%}", self.goodput_p90_error <= GOODPUT_P90_MAX_ERROR),
@@ -317,7 +318,7 @@ class SetSummary:
             (
                 f"same BBR-vs-CUBIC winner in >= {WINNER_MIN_SHARE:.0%} of pairs",
                 f"{self.winner_agreement_share:.0%} of {len(self.winner_checks)}",
-                self.winner_agreement_share >= WINNER_MIN_SHARE,
+                self.winner_agreement_share >= WINNER_MIN_SHARE if self.winner_checks else None,
             ),
             (
                 f"PROBE_RTT and sawtooth visible (>= {MIN_PATTERN_COUNT}) in both engines' cwnd",
@@ -327,7 +328,7 @@ class SetSummary:
             (
                 f"median queueing delay within {SOJOURN_MAX_ERROR_MS:g} ms or {SOJOURN_MAX_ERROR:.0%} (AQM cases)",
                 f"{self.sojourn_agreement_share:.0%} of {self.sojourn_cases}" if self.sojourn_cases else "no AQM case",
-                bool(self.sojourn_cases) and self.sojourn_agreement_share == 1.0,
+                self.sojourn_agreement_share == 1.0 if self.sojourn_cases else None,
             ),
         ]
 

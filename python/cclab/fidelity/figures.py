@@ -21,7 +21,7 @@ ENGINE_STYLES = {"sim": {"ls": "-", "lw": 1.3}, "kernel": {"ls": "--", "lw": 1.3
 FLOW_COLORS = plt.get_cmap("tab10").colors
 # Throughput per 50 ms sample is mostly packet-count noise; a 0.5 s mean shows the trend.
 THROUGHPUT_SMOOTH_S = 0.5
-REGIME_MARKERS = {"buffer": "o", "loss": "s", "gain": "^", "flows": "D", "rtt": "v"}
+REGIME_MARKERS = {"buffer": "o", "loss": "s", "gain": "^", "flows": "D", "rtt": "v", "bbr23": "P", "aqm": "X"}
 
 
 def _smoothed(rows: pd.DataFrame, column: str, window_s: float) -> pd.Series:

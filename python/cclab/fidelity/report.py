@@ -44,7 +44,7 @@ def write_report(report: ValidationReport, shown: dict[str, dict[str, RunResult]
         "",
         "## Figures of merit",
         "",
-        markdown_table(["criterion", "measured", "met"], [(name, measured, "yes" if met else "**no**") for name, measured, met in summary.criteria()]),
+        markdown_table(["criterion", "measured", "met"], [(name, measured, {True: "yes", False: "**no**", None: "n/a"}[met]) for name, measured, met in summary.criteria()]),
         "",
         f"Median mean-queue difference: {_pct(summary.queue_median_error_of_limit)} of the buffer; "
         f"median mean-RTT error: {_pct(summary.rtt_median_error)}.",
@@ -110,6 +110,6 @@ def write_report(report: ValidationReport, shown: dict[str, dict[str, RunResult]
 
 def console_lines(report: ValidationReport) -> list[str]:
     lines = [f"{report.set.name}: {report.summary.cases} cases compared ({len(report.excluded)} left out)"]
-    lines += [f"  {'ok ' if met else 'NO '} {name}: {measured}" for name, measured, met in report.summary.criteria()]
+    lines += [f"  {({True: 'ok ', False: 'NO ', None: 'n/a'})[met]} {name}: {measured}" for name, measured, met in report.summary.criteria()]
     lines += [f"  left out: {line}" for line in report.excluded]
     return lines
