@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cclab.errors import SpecError
+from cclab.errors import CclabError, SpecError
 from cclab.fidelity.compare import CaseComparison, ValidationReport, compare_case, summarize
 from cclab.fidelity.report import write_report
 from cclab.fidelity.sets import Case, ValidationSet, get_set
@@ -65,11 +65,24 @@ def run_validation(
     from cclab.engines.kernel.preflight import preflight
     from cclab.executor_choice import current_executor
 
+    refused: dict[str, str] = {}  # case -> why this host's kernel engine cannot run it
     if current_executor().kind == "local":
-        for specs in plans["kernel"].values():
-            preflight(specs[0].scenario.resolve())
+        first_error: CclabError | None = None
+        for name, specs in plans["kernel"].items():
+            try:
+                preflight(specs[0].scenario.resolve())
+            except CclabError as error:
+                refused[name] = error.line
+                first_error = first_error or error
+        # Nothing runnable (no root, no tc): the whole set is refused in one line.
+        if first_error is not None and len(refused) == len(plans["kernel"]):
+            raise first_error
     else:
         current_executor().preflight(kernel=True)
+    # A case the kernel engine refuses here (e.g. a CC this kernel lacks) is left out, with why.
+    for name in refused:
+        for engine in ENGINES:
+            plans[engine].pop(name)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "set.json").write_text(
         json.dumps({"set": validation_set.name, "cases": [{"name": c.name, "regime": c.regime, "pair": c.pair, "spec": c.spec} for c in validation_set.cases]}, indent=2)
@@ -95,6 +108,9 @@ def run_validation(
     comparisons, excluded = [], []
     shown: dict[str, dict[str, RunResult]] = {}  # case -> engine -> the run its figure draws
     for case in validation_set.cases:
+        if case.name in refused:
+            excluded.append(f"{case.name}: the kernel engine cannot run it here ({refused[case.name]})")
+            continue
         keys = {engine: [spec.run_key for spec in plans[engine][case.name]] for engine in ENGINES}
         if not all(key in finished for engine in ENGINES for key in keys[engine]):
             excluded.append(f"{case.name}: a run failed (see failures.jsonl)")
