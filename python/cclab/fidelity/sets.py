@@ -177,7 +177,9 @@ def bbr_v2_v3_set() -> ValidationSet:
         # Who gets ahead in the first seconds decides a mixed pair's shares: three runs each.
         Case("bbr3+cubic-50M-20ms-1bdp", "bbr23", _spec(flows=[{"cc": "bbr3"}, {"cc": "cubic"}], buffer="1bdp", **flows_net), repetitions=RTT_REPETITIONS),
         Case("bbr3+cubic-50M-20ms-5bdp", "bbr23", _spec(flows=[{"cc": "bbr3"}, {"cc": "cubic"}], buffer="5bdp", **flows_net), repetitions=RTT_REPETITIONS),
-        Case("4bbr3-50M-20ms-0.25bdp", "bbr23", _spec(flows=[{"cc": "bbr3", "count": 4}], buffer="0.25bdp", **flows_net)),
+        # 40 ms: at 20 ms the kernel's delay line was late by more than 1% of the RTT (240 us) in
+        # every run with 4 flows in a shallow buffer, which makes the run invalid.
+        Case("4bbr3-50M-40ms-0.25bdp", "bbr23", _spec(flows=[{"cc": "bbr3", "count": 4}], rate_mbps=50, rtt_ms=40, buffer="0.25bdp", duration_s=15)),
         Case("2bbr3-50M-20ms-1bdp", "bbr23", _spec(flows=[{"cc": "bbr3", "count": 2}], buffer="1bdp", **flows_net)),
         Case("2bbr2-50M-20ms-1bdp", "bbr23", _spec(flows=[{"cc": "bbr2", "count": 2}], buffer="1bdp", **flows_net)),
     ]
