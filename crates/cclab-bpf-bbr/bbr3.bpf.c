@@ -25,7 +25,20 @@
  *  - struct bbr (v3) is larger than icsk_ca_priv (104 bytes): the state lives
  *    in socket-local storage created by init().
  *
+ * BBRv2 (-DCCLAB_BBR_V2ALPHA, cclab_bbr2): google/bbr branch v2alpha,
+ * net/ipv4/tcp_bbr2.c, is v3's ancestor: the same model, bounds and PROBE_BW
+ * phases with other constants (state.h) and the paths marked
+ * `if (bbr_v2alpha)`: v1's once-a-round STARTUP exit, PROBE_UP ending at
+ * 1.25 x BDP after a min_rtt, the congestion signals updated with the model
+ * only, the round counter starting at 0, no TLP-recovery response (v3 only),
+ * and v2alpha's RTO/undo bookkeeping. The rebuilt rate sample and the
+ * skb_marked_lost stand-in above serve both. ECN: v2alpha acts on it only with
+ * its ecn_enable module parameter (off by default), so ecn_eligible stays 0
+ * as there; an ACK with ECE still stops the fast path for the round, as in
+ * bbr2_main (mainline passes FLAG_ECE in cong_control's flag).
+ *
  * Build parameters (python/cclab/engines/kernel/bpf_cc.py sets them):
+ *   CCLAB_BBR_V2ALPHA    defined: BBRv2 (tcp_bbr2.c) instead of v3
  *   CCLAB_CA_NAME        the CC's name and the struct_ops map's name
  *   CCLAB_HZ             the kernel's CONFIG_HZ
  *   CCLAB_MAX_TCP_HEADER the kernel's MAX_TCP_HEADER (bytes)
@@ -80,12 +93,18 @@ void BPF_PROG(bbr3_main, struct sock *sk, __u32 ack, int flag, const struct rate
 	if (bbr->round_start)
 		bbr->rounds_since_probe = min_u32(bbr->rounds_since_probe + 1, 0xFF);
 	v3.sample_bw = bbr_calculate_bw_sample(rs);
-	bbr_update_latest_delivery_signals(sk, bbr, rs, &v3);
+	if (bbr_v2alpha)
+		bbr->ecn_in_round |= (flag & FLAG_ECE) != 0; /* bbr2_main: rs->is_ece */
+	else
+		bbr_update_latest_delivery_signals(sk, bbr, rs, &v3);
 
 	if (bbr_run_fast_path(sk, bbr, &update_model, rs, &v3))
 		goto out;
 	if (update_model) {
-		bbr_update_congestion_signals(sk, bbr, rs, &v3);
+		if (bbr_v2alpha)
+			bbr2_update_congestion_signals(sk, bbr, rs, &v3);
+		else
+			bbr_update_congestion_signals(sk, bbr, rs, &v3);
 		bbr_update_ack_aggregation(sk, bbr, rs);
 		bbr_check_loss_too_high_in_startup(sk, bbr, rs, &v3);
 		bbr_check_full_bw_reached(bbr, rs, &v3);
@@ -99,7 +118,8 @@ void BPF_PROG(bbr3_main, struct sock *sk, __u32 ack, int flag, const struct rate
 	bbr_set_cwnd(sk, bbr, rs->acked_sacked, bw, bbr->cwnd_gain);
 	bbr_bound_cwnd_for_inflight_model(sk, bbr);
 out:
-	bbr_advance_latest_delivery_signals(bbr, rs, &v3);
+	if (!bbr_v2alpha)
+		bbr_advance_latest_delivery_signals(bbr, rs, &v3);
 	bbr->prev_ca_state = inet_csk(sk)->icsk_ca_state;
 	bbr->loss_in_cycle |= v3.lost > 0;
 	count(stat_index(bbr));
@@ -117,7 +137,7 @@ void BPF_PROG(bbr3_init, struct sock *sk)
 	bbr->init_cwnd = min_u32(0x7F, tp->snd_cwnd);
 	bbr->prior_cwnd = tp->prior_cwnd;
 	tp->snd_ssthresh = TCP_INFINITE_SSTHRESH;
-	bbr->next_rtt_delivered = tp->delivered;
+	bbr->next_rtt_delivered = bbr_v2alpha ? 0 : tp->delivered; /* bbr_init() of each */
 	bbr->prev_ca_state = TCP_CA_Open;
 	bbr->probe_rtt_min_us = tcp_min_rtt(tp);
 	bbr->probe_rtt_min_stamp = tcp_jiffies32();
@@ -160,7 +180,8 @@ __u32 BPF_PROG(bbr3_undo_cwnd, struct sock *sk)
 	bbr->bw_lo = max_u32(bbr->bw_lo, bbr->undo_bw_lo);
 	bbr->inflight_lo = max_u32(bbr->inflight_lo, bbr->undo_inflight_lo);
 	bbr->inflight_hi = max_u32(bbr->inflight_hi, bbr->undo_inflight_hi);
-	bbr->try_fast_path = 0;
+	if (!bbr_v2alpha)
+		bbr->try_fast_path = 0;
 	cwnd = bbr->prior_cwnd;
 	barrier_var(cwnd); /* one load per pointer kind, for the verifier */
 	return cwnd;
@@ -223,19 +244,35 @@ void BPF_PROG(bbr3_set_state, struct sock *sk, __u8 new_state)
 		return;
 	if (new_state == TCP_CA_Loss) {
 		bbr->prev_ca_state = TCP_CA_Loss;
-		bbr_reset_full_bw(bbr);
+		if (bbr_v2alpha)
+			bbr->full_bw = 0; /* bbr2_set_state() keeps full_bw_cnt */
+		else
+			bbr_reset_full_bw(bbr);
+		/* bbr_adapt_lower_bounds() needs the cwnd from before the RTO:
+		 * v2alpha takes prior_cwnd, v3 the larger of it and cwnd. */
 		if (!bbr_is_probing_bandwidth(bbr) && bbr->inflight_lo == ~0U)
-			bbr->inflight_lo = max_u32(tp->snd_cwnd, bbr->prior_cwnd);
+			bbr->inflight_lo = bbr_v2alpha ? bbr->prior_cwnd : max_u32(tp->snd_cwnd, bbr->prior_cwnd);
 	} else if (bbr->prev_ca_state == TCP_CA_Loss && new_state != TCP_CA_Loss) {
 		/* bbr_exit_loss_recovery() */
 		tp->snd_cwnd = max_u32(tp->snd_cwnd, bbr->prior_cwnd);
 		bbr->try_fast_path = 0;
 	}
 	/* Mainline's TLP repair (tcp_process_tlp_ack) enters CWR where v3 sends
-	 * CA_EVENT_TLP_RECOVERY; without ECN nothing else enters CWR. */
-	if (new_state == TCP_CA_CWR && !(tp->ecn_flags & TCP_ECN_OK))
+	 * CA_EVENT_TLP_RECOVERY; without ECN nothing else enters CWR. v2alpha
+	 * has no such response. */
+	if (!bbr_v2alpha && new_state == TCP_CA_CWR && !(tp->ecn_flags & TCP_ECN_OK))
 		bbr_run_loss_probe_recovery(sk, bbr);
 }
+
+#ifdef CCLAB_BBR_V2ALPHA
+/* tcp_bbr2.c .tso_segs = bbr_tso_segs(): mainline's tcp_tso_autosize() with
+ * this minimum computes it (v3 leaves the minimum to the sysctl). */
+SEC("struct_ops")
+__u32 BPF_PROG(bbr2_min_tso_segs, struct sock *sk)
+{
+	return bbr_min_tso_segs(sk);
+}
+#endif
 
 SEC(".struct_ops")
 struct tcp_congestion_ops CCLAB_CA_NAME = {
@@ -246,5 +283,8 @@ struct tcp_congestion_ops CCLAB_CA_NAME = {
 	.cwnd_event = (void *)bbr3_cwnd_event,
 	.ssthresh = (void *)bbr3_ssthresh,
 	.set_state = (void *)bbr3_set_state,
+#ifdef CCLAB_BBR_V2ALPHA
+	.min_tso_segs = (void *)bbr2_min_tso_segs,
+#endif
 	.name = STR(CCLAB_CA_NAME),
 };

@@ -7,6 +7,7 @@ at most 100 Mbit/s and a few seconds. Results of identical configs are shared wi
 from __future__ import annotations
 
 import copy
+import subprocess
 
 import pytest
 
@@ -71,3 +72,23 @@ def run_valid(config: dict) -> dict:
     if reasons and all(any(tag in reason for tag in HOST_TIMING_REASONS) for reason in reasons):
         result = run(config)
     return result
+
+
+#: 50 Mbit/s, 40 ms, 1 BDP (250 KB), 20 s: the BBRv2/v3 port tests' link, long enough for
+#: PROBE_RTTs (every 5 s).
+BBR_PORT_SCENARIO = {"rate_bps": 50_000_000, "rtt_ns": 40_000_000, "queue_limit_bytes": 250_000,
+                     "duration_ns": 20_000_000_000}  # fmt: skip
+
+
+def root_qdiscs() -> str:
+    return subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True, check=True).stdout
+
+
+def cclab_struct_ops() -> list[str]:
+    """cclab's BPF congestion controls registered now (taken under the run lock: another run
+    holds its own CCs only while it holds the lock)."""
+    from cclab.engines.kernel import bpf_cc
+    from cclab.engines.kernel.runlock import exclusive_run
+
+    with exclusive_run():
+        return [e["name"] for e in bpf_cc.list_registered() if bpf_cc.is_bpf_name(e.get("name", ""))]

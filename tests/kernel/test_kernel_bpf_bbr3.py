@@ -6,14 +6,12 @@ its `bbr3_stats` array), and leave nothing behind: no namespace, no qdisc, no st
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from cclab.engines.kernel import bpf_cc
 from cclab.engines.kernel import netns as kernel_netns
-from cclab.engines.kernel.runlock import exclusive_run
-from kernelcase import make_config, requires_kernel_engine, run_valid
+from kernelcase import BBR_PORT_SCENARIO as SCENARIO
+from kernelcase import cclab_struct_ops, make_config, requires_kernel_engine, root_qdiscs, run_valid
 
 pytestmark = [
     requires_kernel_engine,
@@ -21,18 +19,7 @@ pytestmark = [
     pytest.mark.skipif("bbr3" in bpf_cc.host_native_versions(), reason="this kernel has BBRv3 natively: no port runs"),
 ]
 
-#: 50 Mbit/s, 40 ms, 1 BDP (250 KB), 20 s: long enough for a PROBE_RTT (v3: every 5 s).
-SCENARIO = {"rate_bps": 50_000_000, "rtt_ns": 40_000_000, "queue_limit_bytes": 250_000, "duration_ns": 20_000_000_000}
 BBR3 = [{"cc": "bbr3", "probe_bw_gain": None}]
-
-
-def root_qdiscs() -> str:
-    return subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True, check=True).stdout
-
-
-def cclab_struct_ops() -> list[str]:
-    with exclusive_run():  # another run would hold its own CCs only while it holds the lock
-        return [e["name"] for e in bpf_cc.list_registered() if bpf_cc.is_bpf_name(e.get("name", ""))]
 
 
 @pytest.fixture(scope="module")

@@ -64,7 +64,14 @@ static __always_inline void bbr_set_pacing_rate(struct sock *sk, struct bbr3 *bb
 		sk->sk_pacing_rate = rate;
 }
 
-/* bbr_tso_segs_goal() (v3: bbr_tso_segs_generic with GSO_LEGACY_MAX_SIZE):
+/* tcp_bbr2.c bbr_min_tso_segs(): one segment per skb below bbr_min_tso_rate. */
+static __always_inline __u32 bbr_min_tso_segs(struct sock *sk)
+{
+	return sk->sk_pacing_rate < (bbr_min_tso_rate >> 3) ? 1 : 2;
+}
+
+/* bbr_tso_segs_goal() (bbr_tso_segs_generic with GSO_LEGACY_MAX_SIZE; v2alpha's
+ * GSO_MAX_SIZE was the same 64 KB):
  * pacing_rate >> pacing_shift, plus 64 KB halved per 512 us of min_rtt. */
 static __always_inline __u32 bbr_tso_segs_goal(struct sock *sk, const struct bbr3 *bbr)
 {
@@ -78,7 +85,10 @@ static __always_inline __u32 bbr_tso_segs_goal(struct sock *sk, const struct bbr
 	if (bytes > GSO_LEGACY_MAX_SIZE - 1 - MAX_TCP_HEADER)
 		bytes = GSO_LEGACY_MAX_SIZE - 1 - MAX_TCP_HEADER;
 	segs = (__u32)bytes / tp->mss_cache;
-	min_segs = sk->__sk_common.skc_net.net->ipv4.sysctl_tcp_min_tso_segs;
+	if (bbr_v2alpha)
+		min_segs = bbr_min_tso_segs(sk);
+	else
+		min_segs = sk->__sk_common.skc_net.net->ipv4.sysctl_tcp_min_tso_segs;
 	return max_u32(segs, min_segs);
 }
 
@@ -228,6 +238,7 @@ static __always_inline void bbr_reset_lower_bounds(struct bbr3 *bbr)
 static __always_inline void bbr_reset_congestion_signals(struct bbr3 *bbr)
 {
 	bbr->loss_in_round = 0;
+	bbr->ecn_in_round = 0;
 	bbr->loss_in_cycle = 0;
 	bbr->bw_latest = 0;
 	bbr->inflight_latest = 0;

@@ -67,7 +67,8 @@ static __always_inline void bbr_adapt_lower_bounds(struct sock *sk, struct bbr3 
 					   (__u32)(((__u64)bbr->inflight_lo * loss_cut) >> BBR_SCALE));
 		count(STAT_LOWER_BOUNDS);
 	}
-	bbr->bw_lo = max_u32(1, bbr->bw_lo);
+	if (!bbr_v2alpha) /* v2alpha lets bw_lo reach 0 */
+		bbr->bw_lo = max_u32(1, bbr->bw_lo);
 }
 
 static __always_inline void bbr_update_congestion_signals(struct sock *sk, struct bbr3 *bbr,
@@ -82,6 +83,30 @@ static __always_inline void bbr_update_congestion_signals(struct sock *sk, struc
 		return;
 	bbr_adapt_lower_bounds(sk, bbr);
 	bbr->loss_in_round = 0;
+}
+
+/* tcp_bbr2.c bbr2_update_congestion_signals(): v3's latest-delivery signals
+ * and congestion signals in one, run only when the model is updated. */
+static __always_inline void bbr2_update_congestion_signals(struct sock *sk, struct bbr3 *bbr,
+							  const struct rate_sample *rs, const struct v3_sample *v3)
+{
+	bbr->loss_round_start = 0;
+	if (rs->interval_us <= 0 || !rs->acked_sacked)
+		return;
+	if (!rs->is_app_limited || v3->sample_bw >= bbr_max_bw(bbr))
+		bbr->bw_hi[1] = max_u32(v3->sample_bw, bbr->bw_hi[1]); /* bbr2_take_max_bw_sample(): max_bw[1] */
+	bbr->loss_in_round |= (rs->losses > 0);
+	bbr->bw_latest = max_u32(bbr->bw_latest, v3->sample_bw);
+	bbr->inflight_latest = max_u32(bbr->inflight_latest, (__u32)rs->delivered);
+	if (before(rs->prior_delivered, bbr->loss_round_delivered))
+		return;
+	bbr->loss_round_delivered = tcp_sk(sk)->delivered;
+	bbr->loss_round_start = 1;
+	bbr_adapt_lower_bounds(sk, bbr);
+	bbr->loss_in_round = 0;
+	bbr->ecn_in_round = 0;
+	bbr->bw_latest = v3->sample_bw;
+	bbr->inflight_latest = (__u32)rs->delivered;
 }
 
 static __always_inline void bbr_update_ack_aggregation(struct sock *sk, struct bbr3 *bbr, const struct rate_sample *rs)
@@ -126,8 +151,11 @@ static __always_inline void bbr_update_ack_aggregation(struct sock *sk, struct b
 
 static __always_inline void bbr_handle_queue_too_high_in_startup(struct sock *sk, struct bbr3 *bbr)
 {
+	__u32 bdp = bbr_inflight(sk, bbr, bbr_max_bw(bbr), BBR_UNIT);
+
 	bbr->full_bw_reached = 1;
-	bbr->inflight_hi = max_u32(bbr_inflight(sk, bbr, bbr_max_bw(bbr), BBR_UNIT), bbr->inflight_latest);
+	/* v3 keeps what the latest round delivered if more; v2alpha takes the BDP. */
+	bbr->inflight_hi = bbr_v2alpha ? bdp : max_u32(bdp, bbr->inflight_latest);
 }
 
 static __always_inline void bbr_check_loss_too_high_in_startup(struct sock *sk, struct bbr3 *bbr,
@@ -146,11 +174,33 @@ static __always_inline void bbr_check_loss_too_high_in_startup(struct sock *sk, 
 		bbr->loss_events_in_round = 0;
 }
 
+/* tcp_bbr2.c keeps v1's bbr_check_full_bw_reached(): once a round, the max
+ * filter against full_bw (v3 checks every sample, as PROBE_UP also uses it). */
+static __always_inline void bbr2_check_full_bw_reached(struct bbr3 *bbr, const struct rate_sample *rs)
+{
+	__u32 bw_thresh;
+
+	if (bbr->full_bw_reached || !bbr->round_start || rs->is_app_limited)
+		return;
+	bw_thresh = (__u32)(((__u64)bbr->full_bw * bbr_full_bw_thresh) >> BBR_SCALE);
+	if (bbr_max_bw(bbr) >= bw_thresh) {
+		bbr->full_bw = bbr_max_bw(bbr);
+		bbr->full_bw_cnt = 0;
+		return;
+	}
+	++bbr->full_bw_cnt;
+	bbr->full_bw_reached = bbr->full_bw_cnt >= bbr_full_bw_cnt;
+}
+
 static __always_inline void bbr_check_full_bw_reached(struct bbr3 *bbr, const struct rate_sample *rs,
 						      const struct v3_sample *v3)
 {
 	__u32 bw_thresh;
 
+	if (bbr_v2alpha) {
+		bbr2_check_full_bw_reached(bbr, rs);
+		return;
+	}
 	if (bbr->full_bw_now || rs->is_app_limited)
 		return;
 	bw_thresh = (__u32)(((__u64)bbr->full_bw * bbr_full_bw_thresh) >> BBR_SCALE);
@@ -213,7 +263,10 @@ static __always_inline void bbr_update_min_rtt(struct sock *sk, struct bbr3 *bbr
 	bool probe_rtt_expired, min_rtt_expired;
 
 	probe_rtt_expired = after(now, bbr->probe_rtt_min_stamp + msecs_to_jiffies(bbr_probe_rtt_win_ms));
-	if (rs->rtt_us >= 0 && (rs->rtt_us < bbr->probe_rtt_min_us || (probe_rtt_expired && !rs->is_ack_delayed))) {
+	/* v2alpha also refreshes the stamp on an equal sample (<=). */
+	if (rs->rtt_us >= 0 &&
+	    (rs->rtt_us < bbr->probe_rtt_min_us || (bbr_v2alpha && rs->rtt_us == bbr->probe_rtt_min_us) ||
+	     (probe_rtt_expired && !rs->is_ack_delayed))) {
 		bbr->probe_rtt_min_us = (__u32)rs->rtt_us;
 		bbr->probe_rtt_min_stamp = now;
 	}
@@ -320,14 +373,14 @@ static __always_inline void bbr_bound_cwnd_for_inflight_model(struct sock *sk, s
 	tp->snd_cwnd = min_u32(cap, tp->snd_cwnd);
 }
 
-/* bbr_run_fast_path(): app-limited, no loss, sample below max bw. */
+/* bbr_run_fast_path(): app-limited, no loss (v2alpha: nor ECE), sample below max bw. */
 static __always_inline bool bbr_run_fast_path(struct sock *sk, struct bbr3 *bbr, bool *update_model,
 					      const struct rate_sample *rs, const struct v3_sample *v3)
 {
 	__u32 prev_min_rtt_us, prev_mode;
 
 	if (bbr_fast_path && bbr->try_fast_path && rs->is_app_limited && v3->sample_bw < bbr_max_bw(bbr) &&
-	    !bbr->loss_in_round) {
+	    !bbr->loss_in_round && !bbr->ecn_in_round) {
 		prev_mode = bbr->mode;
 		prev_min_rtt_us = bbr->min_rtt_us;
 		bbr_check_drain(sk, bbr);

@@ -40,8 +40,10 @@ static __always_inline void bbr_start_bw_probe_up(struct sock *sk, struct bbr3 *
 	bbr->ack_phase = ACKS_PROBE_STARTING;
 	bbr->next_rtt_delivered = tcp_sk(sk)->delivered;
 	bbr->cycle_mstamp = tcp_sk(sk)->tcp_mstamp;
-	bbr_reset_full_bw(bbr);
-	bbr->full_bw = v3->sample_bw;
+	if (!bbr_v2alpha) { /* v3 ends PROBE_UP on a plateau from here */
+		bbr_reset_full_bw(bbr);
+		bbr->full_bw = v3->sample_bw;
+	}
 	bbr_set_cycle_idx(bbr, BW_PROBE_UP);
 	bbr_raise_inflight_hi_slope(sk, bbr);
 }
@@ -82,14 +84,18 @@ static __always_inline void bbr_probe_inflight_hi_upward(struct sock *sk, struct
 	struct tcp_sock *tp = tcp_sk(sk);
 	__u32 delta;
 
-	if (!tp->is_cwnd_limited || tp->snd_cwnd < bbr->inflight_hi)
+	if (!tp->is_cwnd_limited || tp->snd_cwnd < bbr->inflight_hi) {
+		if (bbr_v2alpha)
+			bbr->bw_probe_up_acks = 0; /* no unused credit */
 		return;
+	}
 	bbr->bw_probe_up_acks += rs->acked_sacked;
 	if (bbr->bw_probe_up_acks >= bbr->bw_probe_up_cnt) {
 		delta = bbr->bw_probe_up_acks / bbr->bw_probe_up_cnt;
 		bbr->bw_probe_up_acks -= delta * bbr->bw_probe_up_cnt;
 		bbr->inflight_hi += delta;
-		bbr->try_fast_path = 0;
+		if (!bbr_v2alpha)
+			bbr->try_fast_path = 0;
 	}
 	if (bbr->round_start)
 		bbr_raise_inflight_hi_slope(sk, bbr);
@@ -188,6 +194,10 @@ static __always_inline void bbr_update_cycle_phase(struct sock *sk, struct bbr3 
 		if (bbr->prev_probe_too_high && inflight >= bbr->inflight_hi) {
 			bbr->stopped_risky_probe = 1;
 			is_bw_probe_done = true;
+		} else if (bbr_v2alpha) {
+			/* A queue is building: 1.25 x BDP in flight after a min_rtt. */
+			is_bw_probe_done = bbr_has_elapsed_in_phase(sk, bbr, bbr->min_rtt_us) &&
+					   inflight >= bbr_inflight(sk, bbr, bw, bbr_bw_probe_pif_gain);
 		} else {
 			if (tp->is_cwnd_limited && tp->snd_cwnd >= bbr->inflight_hi) {
 				bbr_reset_full_bw(bbr);

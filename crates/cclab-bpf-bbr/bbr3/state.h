@@ -2,6 +2,18 @@
 /* bbr3.bpf.c's state.h: Units, constants, per-socket state and maps of the BBRv3 port, and the kernel helpers it needs. */
 #pragma once
 
+/* -DCCLAB_BBR_V2ALPHA builds google/bbr v2alpha's net/ipv4/tcp_bbr2.c instead
+ * (cc bbr2): its constants below, and the paths marked `if (bbr_v2alpha)`.
+ * Its programs and maps take v2 names, so bpftool tells the two ports apart. */
+#ifdef CCLAB_BBR_V2ALPHA
+static const bool bbr_v2alpha = true;
+#define bbr3_main bbr2_main
+#define bbr3_state bbr2_state
+#define bbr3_stats bbr2_stats
+#else
+static const bool bbr_v2alpha = false;
+#endif
+
 /* --- Units (tcp_bbr.c v3, top of file) ------------------------------------ */
 #define BW_SCALE 24
 #define BW_UNIT (1ULL << BW_SCALE)
@@ -13,6 +25,8 @@
 /* include/net/tcp.h */
 #define TCP_INFINITE_SSTHRESH 0x7fffffff
 #define TCP_ECN_OK 1
+/* net/ipv4/tcp_input.c: the ACK carried ECE (v2alpha's tcp_ack: rs.is_ece) */
+#define FLAG_ECE 0x40
 /* include/linux/netdevice.h */
 #define GSO_LEGACY_MAX_SIZE 65536
 
@@ -37,14 +51,24 @@ static const __u32 bbr_probe_rtt_win_ms = 5000;
 static const __u32 bbr_probe_rtt_cwnd_gain = BBR_UNIT * 1 / 2;
 static const __u32 bbr_tso_rtt_shift = 9;
 static const __u32 bbr_pacing_margin_percent = 1;
+#ifdef CCLAB_BBR_V2ALPHA
+/* tcp_bbr2.c bbr_high_gain and bbr_startup_cwnd_gain: 2/ln 2 (v1's). */
+static const __u32 bbr_startup_pacing_gain = BBR_UNIT * 2885 / 1000 + 1;
+static const __u32 bbr_startup_cwnd_gain = BBR_UNIT * 2885 / 1000 + 1;
+#else
 /* 4 ln 2 (v1: 2/ln 2). */
 static const __u32 bbr_startup_pacing_gain = BBR_UNIT * 277 / 100 + 1;
 static const __u32 bbr_startup_cwnd_gain = BBR_UNIT * 2;
+#endif
 static const __u32 bbr_drain_gain = BBR_UNIT * 1000 / 2885;
 static const __u32 bbr_cwnd_gain = BBR_UNIT * 2;
-/* bbr_pacing_gain[]: UP 5/4, DOWN 0.91, CRUISE 1, REFILL 1. */
+/* bbr_pacing_gain[]: UP 5/4, DOWN 0.91 (tcp_bbr2.c: 3/4), CRUISE 1, REFILL 1. */
 static const __u32 gain_up = BBR_UNIT * 5 / 4;
+#ifdef CCLAB_BBR_V2ALPHA
+static const __u32 gain_down = BBR_UNIT * 3 / 4;
+#else
 static const __u32 gain_down = BBR_UNIT * 91 / 100;
+#endif
 static const __u32 bbr_cwnd_min_target = 4;
 static const __u32 bbr_full_bw_thresh = BBR_UNIT * 5 / 4;
 static const __u32 bbr_full_bw_cnt = 3;
@@ -55,11 +79,23 @@ static const __u32 bbr_extra_acked_max_us = 100 * 1000;
 /* Loss response: cut to (1 - beta) = 0.7; probing went too far above 2% loss. */
 static const __u32 bbr_beta = BBR_UNIT * 30 / 100;
 static const __u32 bbr_loss_thresh = BBR_UNIT * 2 / 100;
+static const __u32 bbr_inflight_headroom = BBR_UNIT * 15 / 100;
+#ifdef CCLAB_BBR_V2ALPHA
+/* STARTUP ends after 8 loss events in a lossy recovery round. */
+static const __u32 bbr_full_loss_cnt = 8;
+/* PROBE_UP keeps bbr_cwnd_gain (v2alpha has no bbr_bw_probe_cwnd_gain). */
+static const __u32 bbr_bw_probe_cwnd_gain = 0;
+#else
 /* STARTUP ends after 6 loss events in a lossy recovery round. */
 static const __u32 bbr_full_loss_cnt = 6;
-static const __u32 bbr_inflight_headroom = BBR_UNIT * 15 / 100;
 /* cwnd_gain + 1/4 in PROBE_UP. */
 static const __u32 bbr_bw_probe_cwnd_gain = 1;
+#endif
+/* tcp_bbr2.c only: PROBE_UP ends once inflight reaches 1.25 x BDP after a
+ * min_rtt (v3 ends it on a bw plateau), and below bbr_min_tso_rate (bit/s)
+ * an skb holds one segment (bbr_min_tso_segs; v3 takes the sysctl's 2). */
+static const __u32 bbr_bw_probe_pif_gain = BBR_UNIT * 5 / 4;
+static const __u64 bbr_min_tso_rate = 1200000;
 static const __u32 bbr_bw_probe_max_rounds = 63;
 static const __u32 bbr_bw_probe_rand_rounds = 2;
 static const __u32 bbr_bw_probe_base_us = 2 * USEC_PER_SEC;
@@ -99,6 +135,7 @@ struct bbr3 {
 	__u32 probe_wait_us;
 	__u8 bw_probe_samples, prev_probe_too_high, stopped_risky_probe, rounds_since_probe;
 	__u8 loss_round_start, loss_in_round, ack_phase, loss_events_in_round;
+	__u8 ecn_in_round; /* v2alpha: an ACK of this round carried ECE */
 	/* The port's: tp->lost after the previous ACK, and (tp->delivered, tp->lost)
 	 * at each ACK that changed tp->lost (lost_at_send()). */
 	__u32 last_lost;

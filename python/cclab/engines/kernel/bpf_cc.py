@@ -7,7 +7,9 @@ built from crates/cclab-bpf-bbr and registered for one run.
   as `bbr`; `native_versions()` tells v3 from v1), else `cclab_bbr3` from bbr3.bpf.c, a port
   of google/bbr v3 tcp_bbr.c onto mainline's rate sample (docs/FIDELITY.md). On a v3
   kernel BBRv1 (cc "bbr") runs the v1 port, since that kernel's `bbr` is v3.
-- BBRv2 (cc "bbr2"): only google/bbr's v2alpha kernel (`bbr2`); there is no port.
+- BBRv2 (cc "bbr2"): the kernel's own `bbr2` where google/bbr's v2alpha kernel registered
+  it, else `cclab_bbr2`: bbr3.bpf.c built with -DCCLAB_BBR_V2ALPHA, a port of v2alpha's
+  tcp_bbr2.c (v3's ancestor: the same model with other constants and a few marked paths).
 
 Objects are compiled with clang against this kernel's BTF (vmlinux.h from bpftool), cached
 by source, variant, kernel and BTF, registered with `bpftool struct_ops register` before
@@ -45,8 +47,10 @@ FORCE_PORT_ENV = "CCLAB_KERNEL_BBR_PORT"
 SOURCE_DIR = Path(__file__).resolve().parents[4] / "crates" / "cclab-bpf-bbr"
 SOURCE = SOURCE_DIR / "bbr.bpf.c"
 #: Spec cc -> the BPF port that stands in when the kernel lacks it natively.
-PORTS = {"bbr3": f"{CA_PREFIX}3"}
-PORT_SOURCES = {f"{CA_PREFIX}3": SOURCE_DIR / "bbr3.bpf.c"}
+PORTS = {"bbr3": f"{CA_PREFIX}3", "bbr2": f"{CA_PREFIX}2"}
+#: Port -> its source and the defines that select its version (one source serves v2 and v3).
+PORT_SOURCES = {f"{CA_PREFIX}3": SOURCE_DIR / "bbr3.bpf.c", f"{CA_PREFIX}2": SOURCE_DIR / "bbr3.bpf.c"}
+PORT_DEFINES: dict[str, dict[str, int]] = {f"{CA_PREFIX}3": {}, f"{CA_PREFIX}2": {"CCLAB_BBR_V2ALPHA": 1}}
 #: Spec cc -> the name google/bbr's kernels register it under.
 NATIVE_NAMES = {"bbr3": "bbr", "bbr2": "bbr2"}
 #: Kernel functions only google/bbr's versions have: v3's tcp_bbr.c registers
@@ -159,7 +163,7 @@ def kernel_cc_name(cc: str, gain: float | None, native: dict[str, str] | None = 
     if cc != "bbr":
         if cc in native:
             return NATIVE_NAMES[cc]
-        return PORTS.get(cc, NATIVE_NAMES[cc])  # no port: preflight refuses it
+        return PORTS[cc]
     permille = LINUX_PROBE_BW_GAIN_PERMILLE if gain is None else permille_of(gain)
     # google/bbr's v3 kernel registers v3 as `bbr`: BBRv1 then needs the port.
     if permille == LINUX_PROBE_BW_GAIN_PERMILLE and not port_forced() and "bbr3" not in native:
@@ -179,7 +183,7 @@ def is_bpf_name(name: str) -> bool:
 def source_of(name: str) -> tuple[Path, dict[str, int]]:
     """The source file of a cclab BPF CC and the defines that select its variant."""
     if name in PORT_SOURCES:
-        return PORT_SOURCES[name], {}
+        return PORT_SOURCES[name], PORT_DEFINES[name]
     m = re.fullmatch(rf"{CA_PREFIX}(\d{{4}})", name)
     if m is None:
         raise KernelEngineError(f"{name} is not a cclab BPF congestion control")
@@ -394,20 +398,20 @@ class RunCcs:
         return {name: {"object": obj, "source": str(source_of(name)[0])} for name, obj in self.objects.items()}
 
     def read_state_counts(self) -> dict[str, dict[str, int]]:
-        """Per registered BBRv3 port: ACKs processed in each state and the loss responses
-        it made (bbr3.bpf.c's `bbr3_stats` array); read before unregistering."""
+        """Per registered BBRv2/v3 port: ACKs processed in each state and the loss responses
+        it made (bbr3.bpf.c's `bbr3_stats`/`bbr2_stats` array); read before unregistering."""
         out = {}
         for name in self.registered:
-            if name in PORT_SOURCES:
-                counts = read_stats_map(STATS_MAP, STATS_PROGRAM)
+            if name in STATS:
+                counts = read_stats_map(*STATS[name])
                 if counts is not None:
                     out[name] = dict(zip(STATS_NAMES, counts, strict=False))
         return out
 
 
-#: bbr3.bpf.c: the counters array, a program that uses it, and the meaning of each entry.
-STATS_MAP = "bbr3_stats"
-STATS_PROGRAM = "bbr3_main"
+#: bbr3.bpf.c, per port: the counters array and a program that uses it (the v2 build
+#: takes v2 names, state.h), and the meaning of each entry.
+STATS = {f"{CA_PREFIX}3": ("bbr3_stats", "bbr3_main"), f"{CA_PREFIX}2": ("bbr2_stats", "bbr2_main")}
 STATS_NAMES = ("startup", "drain", "probe_bw_down", "probe_bw_cruise", "probe_bw_refill", "probe_bw_up",
                "probe_rtt", "inflight_hi_cuts", "lower_bound_cuts")  # fmt: skip
 

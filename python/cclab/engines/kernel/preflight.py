@@ -90,11 +90,6 @@ def _preflight(config: dict) -> None:
             if bpf_problem:
                 raise KernelEngineError(f"flow {f['flow_id']}: {_why_bpf(f['cc'], gain, native)}, but {bpf_problem}; "
                                         "run `make install` or use the sim engine")  # fmt: skip
-        elif f["cc"] in bpf_cc.NATIVE_NAMES and f["cc"] not in native:
-            raise KernelEngineError(
-                f"flow {f['flow_id']}: cc {f['cc']} needs google/bbr's {f['cc']} kernel and the kernel engine has no BPF "
-                f"port of it ({AVAILABLE_CC} lists {' '.join(available)}); use the sim engine"
-            )
         elif kernel_cc not in available:
             raise KernelEngineError(
                 f"flow {f['flow_id']}: this kernel lacks CC {f['cc']} ({AVAILABLE_CC} lists {' '.join(available)}); "
