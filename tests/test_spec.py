@@ -137,3 +137,12 @@ def test_links_past_physical_sense_are_refused_whatever_the_run_costs() -> None:
         Scenario.from_dict(scenario(bottleneck={"rate_mbps": 10, "rtt_ms": 30_000, "buffer": "10pkt"}, flows=[{"cc": "cubic", "extra_rtt_ms": 40_000}]))
     # The limits themselves are accepted.
     Scenario.from_dict(scenario(bottleneck={"rate_mbps": 1_000_000, "rtt_ms": 0.001, "buffer": "10pkt"}))
+
+
+def test_a_duration_or_sample_interval_that_rounds_to_zero_nanoseconds_is_refused() -> None:
+    with pytest.raises(SpecError, match=r"^output\.flow_sample_interval_ms: must be at least 1 ns"):
+        Scenario.from_dict(scenario(output={"flow_sample_interval_ms": 1e-9}))
+    with pytest.raises(SpecError, match=r"^output\.queue_sample_interval_ms: must be at least 1 ns"):
+        Scenario.from_dict(scenario(output={"queue_sample_interval_ms": 1e-7}))
+    with pytest.raises(SpecError, match=r"^duration_s: must be at least 1 ns"):
+        Scenario.from_dict(scenario(duration_s=1e-10))
