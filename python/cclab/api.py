@@ -11,7 +11,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from cclab.engines import get_engine
+from cclab.engines import budget, get_engine
+from cclab.engines.base import RunProgress
 from cclab.results import RunResult
 from cclab.spec import Scenario
 
@@ -25,7 +26,20 @@ def load(spec: Scenario | Mapping[str, Any] | str | os.PathLike[str]) -> Scenari
     return Scenario.from_toml(spec)
 
 
-def run(spec: Scenario | Mapping[str, Any] | str | os.PathLike[str], engine: str | None = None) -> RunResult:
-    """Run a scenario on `engine` (default: the spec's `engine`, itself "sim" by default)."""
+def run(
+    spec: Scenario | Mapping[str, Any] | str | os.PathLike[str],
+    engine: str | None = None,
+    *,
+    force: bool = False,
+    progress: RunProgress | None = None,
+) -> RunResult:
+    """Run a scenario on `engine` (default: the spec's `engine`, itself "sim" by default).
+
+    The run's cost is estimated first (`cclab.engines.budget`): past the soft limits it is
+    refused with `RunTooCostly` unless `force`. `progress(done_s, total_s)` is called as the
+    run advances (simulated seconds on the simulator, real ones on the kernel).
+    """
     scenario = load(spec)
-    return get_engine(engine or scenario.engine).run(scenario)
+    runner = get_engine(engine or scenario.engine)
+    budget.check(budget.estimate(scenario.resolve(), runner.name), force=force)
+    return runner.run(scenario, progress=progress)

@@ -58,24 +58,41 @@ def _fail(error: CclabError) -> NoReturn:
     raise typer.Exit(error.exit_code)
 
 
+ForceOption = Annotated[bool, typer.Option("--force", help="run even past the soft limits on estimated wall time and memory")]
+
+
 @app.command()
 def run(
     spec: SpecArgument,
     out: Annotated[Path | None, typer.Option("--out", help="result directory [default: out/<spec name>]")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print the result as one JSON object on stdout")] = False,
     engine: Annotated[str | None, typer.Option(help=f"{' | '.join(ENGINE_NAMES)} [default: the spec's engine]")] = None,
+    force: ForceOption = False,
 ) -> None:
     """Run a scenario and store its result (Parquet + JSON) and report.html."""
+    from cclab.api import run as run_scenario
+    from cclab.engines import budget
+    from cclab.progress import SHOW_AFTER_S, RunProgressBar
     from cclab.report import write_run
 
     try:
         scenario = load(spec)
         runner = get_engine(engine or scenario.engine)
-        _progress(f"running {spec} on the {runner.name} engine")
-        result = runner.run(scenario)
+        cost = budget.estimate(scenario.resolve(), runner.name)
+        budget.check(cost, force=force)
+        line = f"running {spec} on the {runner.name} engine"
+        if cost.wall_s > SHOW_AFTER_S:
+            line += f" (estimated at most {cost.wall_s:.0f} s)"
+        _progress(line)
+        with RunProgressBar(spec.stem) as bar:
+            result = run_scenario(scenario, runner.name, force=True, progress=bar)
         written = write_run(result, out if out is not None else Path("out") / spec.stem)
     except CclabError as error:
         _fail(error)
+    except KeyboardInterrupt:
+        # The result is written only once complete (atomically), so there is nothing to undo.
+        _progress("interrupted: nothing written")
+        raise typer.Exit(130) from None
     _progress(f"wrote {written}")
     if json_output:
         sys.stdout.write(json.dumps(result.to_json_dict(), allow_nan=False) + "\n")
@@ -144,6 +161,7 @@ def sweep(
     jobs: Annotated[int | None, typer.Option(help="parallel runs [default: CPU count for sim, 1 for kernel]")] = None,
     executor: ExecutorOption = "local",
     address: AddressOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Run every combination of a sweep's axes in parallel; rerun to resume."""
     from cclab.executor_choice import use_executor
@@ -151,7 +169,7 @@ def sweep(
 
     try:
         with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
-            report = run_sweep(sweep_file, out if out is not None else Path("out") / sweep_file.stem, engine=engine, jobs=jobs)
+            report = run_sweep(sweep_file, out if out is not None else Path("out") / sweep_file.stem, engine=engine, jobs=jobs, force=force)
     except CclabError as error:
         _fail(error)
     except SweepInterrupted as interrupt:
