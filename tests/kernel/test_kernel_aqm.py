@@ -119,6 +119,28 @@ def test_an_ecn_cubic_flow_behind_codel_with_ecn_receives_ce_marks_instead_of_dr
     assert bn["sojourn_p50_ms"] < 15.0
 
 
+AQM_BOTTLENECK_KEYS = ("aqm", "drops", "overflow_drops", "aqm_drops", "ce_marks", "drops_per_s", "ce_marks_per_s",
+                       "sojourn_mean_ms", "sojourn_p50_ms", "sojourn_p95_ms", "sojourn_p99_ms")  # fmt: skip
+AQM_FLOW_KEYS = ("ecn", "ce_marks_received", "aqm_drop_segments")
+
+
+def test_both_engines_report_the_queue_and_ecn_metrics_under_the_same_names(tbf_and_userspace_fifo: tuple) -> None:
+    # The fixture's scenario on the simulator; the kernel ran it on tbf and on the userspace FIFO.
+    sim = simulated(make_config(rate_bps=50_000_000, rtt_ns=20_000_000, queue_limit_bytes=125_000, duration_ns=6_000_000_000))
+    for kernel in tbf_and_userspace_fifo:
+        for key in AQM_BOTTLENECK_KEYS:
+            assert key in kernel["bottleneck"] and key in sim["bottleneck"], key
+            assert type(kernel["bottleneck"][key]) is type(sim["bottleneck"][key]) or {type(kernel["bottleneck"][key]), type(sim["bottleneck"][key])} <= {int, float}, key
+        for key in AQM_FLOW_KEYS:
+            assert key in kernel["flows"][0] and key in sim["flows"][0], key
+        assert "ce_marks" in kernel["queue_series"] and "ce_marks" in sim["queue_series"]
+        # The per-second rates are the totals over the run.
+        for result in (kernel, sim):
+            bn = result["bottleneck"]
+            duration_s = max(f["end_s"] for f in result["flows"])
+            assert bn["drops_per_s"] == pytest.approx(bn["drops"] / duration_s, rel=0.05)
+
+
 def simulated(config: dict) -> dict:
     """The same resolved config on the simulator (without the kernel engine's path choice)."""
     from cclab import _sim
