@@ -36,6 +36,10 @@ BAD_SPECS = {
     "unknown_engine_in_spec": (edited("seed = 7", 'seed = 7\nengine = "ns3"'), "engine: must be one of"),
     "no_flows": (VALID_SPEC.split("[[flows]]")[0], "flows: at least one [[flows]] table is required"),
     "toml_syntax": (edited("rate_mbps = 50", "rate_mbps 50"), "TOML syntax error"),
+    "unknown_aqm": (edited("loss = 0.0", 'loss = 0.0\naqm = "sfq"'), "bottleneck.aqm: must be one of"),
+    "aqm_param_of_another_aqm": (edited("loss = 0.0", 'loss = 0.0\naqm = "codel"\n[bottleneck.aqm_params]\ntupdate_ms = 10'), "bottleneck.aqm_params.tupdate_ms"),
+    "rate_past_a_terabit": (edited("rate_mbps = 50", "rate_mbps = 99999999999"), "bottleneck.rate_mbps: must be <= 1e+06"),
+    "zero_sample_interval": (VALID_SPEC + "\n[output]\nqueue_sample_interval_ms = 1e-9\n", "output.queue_sample_interval_ms: must be at least 1 ns"),
 }
 
 

@@ -24,6 +24,9 @@ from cclab.units import FRAME_BYTES
 # Slowest measured simulator speed is 2.6e6 data packets/s (100 flows behind fq_codel, one
 # core); half of that leaves room for a machine busy with other work.
 SIM_PACKETS_PER_S = 1.3e6
+# Events per data packet (send, bottleneck, delivery, ACK, timers): 2.5 for one flow, 2.9 for
+# 100, 3.4 behind an AQM's dequeue events (cargo bench -p cclab-sim, events/s over packets/s).
+SIM_EVENTS_PER_PACKET = 3.5
 # Fixed cost of a run beyond its packets: config parsing, DataFrames, the first flow's setup.
 SIM_FIXED_S = 0.2
 SIM_FIXED_BYTES = 32 * 2**20
@@ -59,6 +62,7 @@ class RunEstimate:
     engine: str
     duration_s: float
     data_packets: int  # full frames the bottleneck can carry in the run
+    events: int  # simulator events: per packet, plus one per series row
     series_rows: int  # flow_series + queue_series rows
     packets_held: int  # frames in the queue and the windows at once, at most
     memory_bytes: int
@@ -70,6 +74,7 @@ class RunEstimate:
         return {
             "engine": self.engine,
             "data_packets": self.data_packets,
+            "events": self.events,
             "series_rows": self.series_rows,
             "packets_held": self.packets_held,
             "memory_mib": round(self.memory_bytes / 2**20, 1),
@@ -96,11 +101,12 @@ def estimate(config: dict, engine: str) -> RunEstimate:
         queue_frames = link["queue_limit_bytes"] // FRAME_BYTES
     window_frames = 2 * rate_bps * longest_rtt_ns / 1e9 / (8 * FRAME_BYTES)
     packets_held = int(queue_frames + window_frames) + 10 * len(flows)
+    events = int(SIM_EVENTS_PER_PACKET * data_packets) + flow_rows + queue_rows
 
     if engine == "kernel":
         # Real time: the run lasts what it lasts; memory is the kernel's socket buffers.
         wall_s = duration_s + KERNEL_FIXED_S
-        return RunEstimate(engine, duration_s, data_packets, flow_rows + queue_rows, packets_held,
+        return RunEstimate(engine, duration_s, data_packets, events, flow_rows + queue_rows, packets_held,
                            0, wall_s, "duration_s", "duration_s")  # fmt: skip
 
     packet_s = data_packets / SIM_PACKETS_PER_S
@@ -119,7 +125,7 @@ def estimate(config: dict, engine: str) -> RunEstimate:
     }
     memory_bytes = int(SIM_FIXED_BYTES + sum(parts.values()))
     memory_field = max(parts, key=parts.__getitem__)
-    return RunEstimate(engine, duration_s, data_packets, flow_rows + queue_rows, packets_held,
+    return RunEstimate(engine, duration_s, data_packets, events, flow_rows + queue_rows, packets_held,
                        memory_bytes, wall_s, wall_field, memory_field)  # fmt: skip
 
 
@@ -165,7 +171,7 @@ def physical_memory_bytes() -> int | None:
 
 
 def _work(run: RunEstimate) -> str:
-    return (f"{run.duration_s:g} s simulated, {run.data_packets:.3g} packets, {run.series_rows:.3g} series rows, "
+    return (f"{run.duration_s:g} s simulated, {run.data_packets:.3g} packets, {run.events:.3g} events, {run.series_rows:.3g} series rows, "
             f"{run.packets_held:.3g} packets held at once")  # fmt: skip
 
 
