@@ -36,6 +36,8 @@ pub enum Event {
     BottleneckDequeue,
     FlowSample,
     QueueSample,
+    /// Entry n of the bottleneck's schedule takes effect.
+    LinkChange(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,6 +13,7 @@ pub mod network;
 pub mod result;
 pub mod sim;
 pub mod tcp;
+pub mod trace;
 
 pub use cclab_aqm as aqm;
 pub use cclab_cc as cc;

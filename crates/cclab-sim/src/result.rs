@@ -2,6 +2,7 @@
 
 use crate::metrics::{percentile_sorted, rtt_summary_ms, EventSeries, FlowSeries, QueueSeries};
 use crate::sim::Simulation;
+use cclab_cc::SimTime;
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -133,11 +134,13 @@ impl SimResult {
         let mut queue_samples = sim.queue_series.queue_bytes.clone();
         queue_samples.sort_unstable();
         let queue_mean = if queue_samples.is_empty() { 0.0 } else { queue_samples.iter().sum::<u64>() as f64 / queue_samples.len() as f64 };
-        let rate_bps = sim.bottleneck.rate().bits_per_sec as f64;
         let dequeued = sim.bottleneck.dequeued_bytes;
         let b = &sim.bottleneck;
         let bottleneck = BottleneckResult {
-            utilization: if end_s > 0.0 { (dequeued as f64 * 8.0 / (rate_bps * end_s)).min(1.0) } else { 0.0 },
+            utilization: match sim.bottleneck.offered_bits(SimTime::ZERO, end) {
+                offered if end_s > 0.0 && offered > 0.0 => (dequeued as f64 * 8.0 / offered).min(1.0),
+                _ => 0.0,
+            },
             aqm: sim.config.bottleneck.aqm.name(),
             drops: b.drops(),
             overflow_drops: b.overflow_drops,
