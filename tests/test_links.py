@@ -1,5 +1,5 @@
 """Links that change: `[[bottleneck.schedule]]` and Mahimahi traces in the spec, the shipped
-example traces, the kernel engine's refusal, and the changing-links study end to end."""
+example traces, how the kernel engine splits a schedule, and the changing-links study."""
 
 from __future__ import annotations
 
@@ -93,12 +93,44 @@ def test_the_link_examples_run_on_the_simulator() -> None:
     assert 0.5 < trace.bottleneck["utilization"] <= 1.0
 
 
-def test_the_kernel_engine_refuses_a_changing_link_in_one_line_before_anything_runs() -> None:
-    with pytest.raises(CclabError, match=r"^bottleneck\.schedule: the kernel engine does not change its link") as raised:
-        cclab.run(spec(rate_mbps=50, schedule=[{"at_s": 2, "rate_mbps": 10}]), "kernel")
-    assert raised.value.exit_code == 2
-    with pytest.raises(CclabError, match=r"^bottleneck\.trace: the kernel engine"):
-        cclab.run(spec(trace=str(EXAMPLES / "traces" / "step_20_4_20mbit.trace")), "kernel")
+def test_the_link_offers_its_rate_piecewise_or_its_trace_as_full_frames() -> None:
+    from cclab.engines.kernel.link_changes import offered_bits
+
+    link = {"rate_bps": 50_000_000, "schedule": [{"at_ns": 2_000_000_000, "rate_bps": 10_000_000}, {"at_ns": 4_000_000_000, "rtt_ns": 1}]}
+    assert offered_bits(link, 0, 3) == pytest.approx(50e6 * 2 + 10e6 * 1)
+    assert offered_bits(link, 2.5, 10) == pytest.approx(10e6 * 7.5)
+    trace = {"rate_bps": 12_000_000, "trace_ms": [1, 1, 2, 4]}
+    # Opportunities at 1, 1, 2, 4 ms, then at 5, 5, 6, 8 ms as the trace repeats: 7 by 6 ms.
+    assert offered_bits(trace, 0, 0.006) == 7 * 1514 * 8
+    assert offered_bits(trace, 0.002, 0.006) == 4 * 1514 * 8
+
+
+def test_the_delay_line_gets_its_part_of_the_schedule_in_absolute_time(tmp_path: Path) -> None:
+    import signal
+
+    from cclab.engines.kernel.link_changes import LinkChanger, netem_change_args
+
+    sent: list[int] = []
+
+    class FakeProc:
+        def send_signal(self, sig: int) -> None:
+            sent.append(sig)
+
+    class FakeDelayLine:
+        proc = FakeProc()
+
+    config = {"bottleneck": {"rate_bps": 50_000_000, "rtt_ns": 20_000_000, "schedule": [
+        {"at_ns": 3_000_000_000, "rate_bps": 10_000_000, "rtt_ns": 60_000_000, "loss_probability": None}]},
+        "flows": [{"extra_rtt_ns": 0}, {"extra_rtt_ns": 40_000_000}]}  # fmt: skip
+    changer = LinkChanger(config, topo=None, ports=[], userspace=True, delay_line=FakeDelayLine(), queue_of_flow=[0, 1], workdir=tmp_path)
+    changer._send_to_delay_line(config["bottleneck"], t0_realtime_ns=1_000)
+    written = __import__("json").loads((tmp_path / "schedule.json").read_text())
+    assert written == {"trace_start_ns": None, "changes": [
+        {"at_ns": 3_000_001_000, "rate_bps": 10_000_000, "burst_bytes": 15_140, "delays": [[0, 60_000_000], [1, 100_000_000]]}]}  # fmt: skip
+    assert sent == [signal.SIGUSR1]
+    # With the userspace bottleneck the rate is the delay line's, so no thread is needed for it.
+    assert not changer._thread_part(config["bottleneck"]["schedule"][0])
+    assert netem_change_args("s0", 60_000_000, 1000)[:3] == ["tc", "qdisc", "change"]
 
 
 @pytest.mark.sim

@@ -14,11 +14,15 @@
 //! The hard limit of the scenario (`buffer`) is enforced by the caller as a
 //! tail drop before `enqueue`; each qdisc enforces its own tc `limit` the way
 //! its Linux code does (e.g. fq_codel drops from its fattest flow).
+//!
+//! `delivery_trace` is the one piece here that is not a qdisc: a Mahimahi trace serving
+//! the bottleneck in place of its token bucket, shared by both engines for the same reason.
 
 pub mod codel;
 pub mod cake;
 mod cobalt;
 pub mod config;
+pub mod delivery_trace;
 pub mod ecn;
 pub mod fifo;
 pub mod fq_codel;

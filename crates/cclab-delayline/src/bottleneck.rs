@@ -10,7 +10,8 @@
 
 use crate::ipv4::{self, ETH_HEADER_BYTES};
 use crate::nfq::{QueuedPacket, NF_ACCEPT, NF_DROP};
-use crate::shaper::TokenBucket;
+use crate::shaper::{Shaper, TokenBucket, TraceShaper};
+use cclab_aqm::delivery_trace::DeliveryTrace;
 use cclab_aqm::{AnyQdisc, AqmConfig, DropReason, Dropped, Ecn, Packet, PacketMeta, Qdisc, QueueLimit};
 use cclab_cc::rng::SimRng;
 use cclab_cc::SimTime;
@@ -79,7 +80,7 @@ pub struct Bottleneck {
     burst_bytes: u64,
     limit: QueueLimit,
     qdisc: AnyQdisc<Held>,
-    shaper: TokenBucket,
+    shaper: Shaper,
     /// tbf's peeked packet (qdisc_peek_dequeued): dequeued from the AQM, waiting for tokens.
     peeked: Option<Packet<Held>>,
     /// When the shaper said the peeked packet may leave (for the release lateness).
@@ -126,7 +127,7 @@ impl Bottleneck {
             burst_bytes: cfg.burst_bytes,
             limit: cfg.limit,
             qdisc: cfg.aqm.build(cfg.limit, cfg.rate_bps),
-            shaper: TokenBucket::new(cfg.rate_bps, cfg.burst_bytes, now_ns),
+            shaper: Shaper::Bucket(TokenBucket::new(cfg.rate_bps, cfg.burst_bytes, now_ns)),
             peeked: None,
             due_ns: None,
             rng: SimRng::new(cfg.seed),
@@ -241,6 +242,19 @@ impl Bottleneck {
         }
     }
 
+    /// `tc qdisc change ... tbf rate`: a new rate and bucket depth from `now_ns`, the bucket
+    /// full (tbf_change); a packet already waiting for tokens is asked again at the new rate.
+    pub fn set_rate(&mut self, rate_bps: u64, burst_bytes: u64, now_ns: i64) {
+        self.rate_bps = rate_bps;
+        self.burst_bytes = burst_bytes;
+        self.shaper = Shaper::Bucket(TokenBucket::new(rate_bps, burst_bytes, now_ns));
+    }
+
+    /// Serves the queue from a delivery trace whose time zero is `start_ns` from now on.
+    pub fn start_trace(&mut self, trace: DeliveryTrace, start_ns: i64) {
+        self.shaper = Shaper::Trace(TraceShaper::new(trace, start_ns));
+    }
+
     /// Releases every packet the shaper allows at `now_ns`; returns when it next can.
     pub fn service(&mut self, now_ns: i64, out: &mut Vec<Verdict>) -> Option<i64> {
         loop {
@@ -249,8 +263,9 @@ impl Bottleneck {
                 self.peeked = self.qdisc.dequeue(now, &mut self.rng, &mut self.dropped);
                 self.flush_drops(out);
             }
-            let len = self.peeked.as_ref()?.meta.len_bytes as u64;
-            if let Err(wait_ns) = self.shaper.try_send(len, now_ns) {
+            let head = self.peeked.as_ref()?;
+            let (len, arrival_ns) = (head.meta.len_bytes as u64, head.inner.arrival_ns);
+            if let Err(wait_ns) = self.shaper.try_send(len, now_ns, arrival_ns) {
                 self.due_ns = Some(now_ns + wait_ns);
                 return Some(now_ns + wait_ns);
             }

@@ -15,12 +15,14 @@
 //! Usage: cclab-delayline [--queue NUM:DELAY_NS ...] [--cpu N] [--maxlen PKTS]
 //!        [--wake-offset-ns N] [--ready-file PATH] [--report PATH]
 //!        [--bottleneck NUM --rate-bps N --burst-bytes N (--limit-bytes N | --limit-packets N)
-//!         --aqm-json JSON [--seed N] [--series-interval-ns N]]
+//!         --aqm-json JSON [--seed N] [--series-interval-ns N] [--trace-ms-file PATH]]
+//!        [--schedule-file PATH]   (read on SIGUSR1: link changes at absolute times, link.rs)
 //!        cclab-delayline --check-aqm JSON   (exit 0 if this build has that AQM, else 2)
 //! On SIGINT/SIGTERM it writes its counters as JSON to --report (or stdout) and exits.
 
 mod bottleneck;
 mod ipv4;
+mod link;
 mod nfq;
 mod report;
 mod rt;
@@ -75,6 +77,8 @@ pub struct Options {
     aqm: Option<AqmConfig>,
     seed: u64,
     series_interval_ns: i64,
+    trace_ms: Option<Vec<u64>>,
+    schedule_file: Option<String>,
 }
 
 fn parse_aqm(json: &str) -> Result<AqmConfig, String> {
@@ -96,6 +100,8 @@ fn parse_args() -> Result<Options, String> {
         aqm: None,
         seed: 1,
         series_interval_ns: DEFAULT_SERIES_INTERVAL_NS,
+        trace_ms: None,
+        schedule_file: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -127,6 +133,8 @@ fn parse_args() -> Result<Options, String> {
             "--series-interval-ns" => {
                 o.series_interval_ns = val()?.parse().map_err(|_| "bad --series-interval-ns")?
             }
+            "--trace-ms-file" => o.trace_ms = Some(link::read_trace_ms(&val()?)?),
+            "--schedule-file" => o.schedule_file = Some(val()?),
             "--check-aqm" => {
                 let aqm = parse_aqm(&val()?)?;
                 println!("{}", aqm.name());
@@ -210,7 +218,35 @@ fn run(opts: Options) -> std::io::Result<()> {
 
     let mut stats = report::Stats::default();
     let mut arrivals = Vec::with_capacity(4096);
+    let mut schedule = link::Schedule::default();
+    let mut trace_ms = opts.trace_ms.clone();
+    let mut schedule_errors: Vec<String> = Vec::new();
     while !rt::STOP.load(Ordering::Relaxed) {
+        if rt::SCHEDULE_READY.swap(false, Ordering::SeqCst) {
+            match opts.schedule_file.as_deref().map(link::Schedule::read) {
+                Some(Ok(file)) => {
+                    if let (Some(start_ns), Some(b), Some(times)) = (file.trace_start_ns, bottleneck.as_mut(), trace_ms.take()) {
+                        b.start_trace(cclab_aqm::delivery_trace::DeliveryTrace::new(&times), start_ns);
+                    }
+                    schedule.set(file.changes);
+                }
+                Some(Err(e)) => schedule_errors.push(e),
+                None => schedule_errors.push("SIGUSR1 without --schedule-file".into()),
+            }
+        }
+        // Link changes due now, before anything is released under the old values.
+        for change in schedule.take_due(rt::realtime_ns()) {
+            if let (Some(b), Some(rate_bps)) = (bottleneck.as_mut(), change.rate_bps) {
+                b.set_rate(rate_bps, change.burst_bytes.unwrap_or(opts.burst_bytes.unwrap_or(0)), rt::realtime_ns());
+            }
+            for (queue, delay_ns) in change.delays {
+                if let Some(line) = lines.iter_mut().find(|l| l.queue == queue) {
+                    // Packets already held keep their release time; a shorter delay cannot
+                    // reorder them, since a queue releases only from its head.
+                    line.delay_ns = delay_ns;
+                }
+            }
+        }
         // Release everything due, one batch verdict per queue.
         let now = rt::realtime_ns();
         for line in lines.iter_mut() {
@@ -243,7 +279,7 @@ fn run(opts: Options) -> std::io::Result<()> {
         // Sleep until the earliest head is due (less the calibrated wake-up latency),
         // or until new packets arrive.
         let next_due = lines.iter().filter_map(|l| l.fifo.front().map(|h| h.due_ns)).min();
-        let next_due = [next_due, bottleneck_due, bottleneck.as_ref().map(|b| b.next_sample_ns())]
+        let next_due = [next_due, bottleneck_due, bottleneck.as_ref().map(|b| b.next_sample_ns()), schedule.next_at_ns()]
             .into_iter()
             .flatten()
             .min();
@@ -305,6 +341,8 @@ fn run(opts: Options) -> std::io::Result<()> {
     let mut value: serde_json::Value = serde_json::from_str(&json).expect("the report is valid JSON");
     value["cpu_s"] = rt::cpu_time_s().into();
     value["bottleneck"] = bottleneck_json.unwrap_or(serde_json::Value::Null);
+    value["link_changes"] = schedule.applied.iter().map(|&(at, applied)| serde_json::json!([at, applied])).collect();
+    value["schedule_errors"] = schedule_errors.into();
     let json = value.to_string();
     match &opts.report {
         Some(path) => std::fs::write(path, json)?,

@@ -6,14 +6,20 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set by SIGINT/SIGTERM; the main loop then reports and exits.
 pub static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by SIGUSR1: the engine wrote the link schedule (link.rs).
+pub static SCHEDULE_READY: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_sig: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
+extern "C" fn on_signal(sig: libc::c_int) {
+    if sig == libc::SIGUSR1 {
+        SCHEDULE_READY.store(true, Ordering::SeqCst);
+    } else {
+        STOP.store(true, Ordering::SeqCst);
+    }
 }
 
-/// Installs SIGINT/SIGTERM handlers without SA_RESTART so ppoll returns EINTR.
+/// Installs SIGINT/SIGTERM/SIGUSR1 handlers without SA_RESTART so ppoll returns EINTR.
 pub fn install_signal_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1] {
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_signal as *const () as usize;

@@ -1,6 +1,9 @@
 //! A token bucket like sch_tbf.c's (tbf_dequeue): tokens are kept as time, at most `burst`
 //! worth of it; a packet of L bytes costs L x 8 / rate seconds and may leave when the bucket
-//! holds that much. No peak rate (the engine's tbf has none).
+//! holds that much. No peak rate (the engine's tbf has none). Or a Mahimahi trace.
+
+use cclab_aqm::delivery_trace::DeliveryTrace;
+use cclab_cc::SimTime;
 
 pub struct TokenBucket {
     rate_bps: u64,
@@ -47,6 +50,63 @@ impl TokenBucket {
     }
 }
 
+/// A Mahimahi trace in place of the bucket (cclab_aqm::delivery_trace, as the simulator
+/// serves its queue), its time zero at `start_ns` (the run's start, CLOCK_REALTIME).
+pub struct TraceShaper {
+    trace: DeliveryTrace,
+    start_ns: i64,
+    /// The departure booked for the packet now at the head.
+    booked_ns: Option<i64>,
+    /// The last booked departure: a packet queued behind it became the head then.
+    last_departure_ns: i64,
+}
+
+impl TraceShaper {
+    pub fn new(trace: DeliveryTrace, start_ns: i64) -> Self {
+        TraceShaper { trace, start_ns, booked_ns: None, last_departure_ns: i64::MIN }
+    }
+
+    /// Like `TokenBucket::try_send`: a head packet that arrived at `arrival_ns` is booked on
+    /// the trace's opportunities from the instant it became the head (its arrival, or the
+    /// departure of the packet before it, not the later instant this loop got to it: several
+    /// opportunities in one millisecond must serve back-to-back packets) and may leave once
+    /// they pass.
+    pub fn try_send(&mut self, len_bytes: u64, now_ns: i64, arrival_ns: i64) -> Result<(), i64> {
+        let departure = *self.booked_ns.get_or_insert_with(|| {
+            let head_since = arrival_ns.max(self.last_departure_ns).min(now_ns);
+            let since_start = SimTime((head_since - self.start_ns).max(0) as u64);
+            // The trace counts IP packets: the frame less its Ethernet header.
+            let ip_bytes = len_bytes.saturating_sub(ETH_HEADER_BYTES) as u32;
+            let departure = self.start_ns + self.trace.book(since_start, ip_bytes).as_nanos() as i64;
+            self.last_departure_ns = departure;
+            departure
+        });
+        if departure <= now_ns {
+            self.booked_ns = None;
+            Ok(())
+        } else {
+            Err(departure - now_ns)
+        }
+    }
+}
+
+/// What paces the bottleneck's releases.
+pub enum Shaper {
+    Bucket(TokenBucket),
+    Trace(TraceShaper),
+}
+
+impl Shaper {
+    pub fn try_send(&mut self, len_bytes: u64, now_ns: i64, arrival_ns: i64) -> Result<(), i64> {
+        match self {
+            Shaper::Bucket(bucket) => bucket.try_send(len_bytes, now_ns),
+            Shaper::Trace(trace) => trace.try_send(len_bytes, now_ns, arrival_ns),
+        }
+    }
+}
+
+const ETH_HEADER_BYTES: u64 = 14;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +143,32 @@ mod tests {
         let sent = drain(&mut tb, 12, 1_000);
         assert!(sent[..10].iter().all(|&t| t == 1_000), "{sent:?}");
         assert!(sent[10] > 1_000);
+    }
+
+    #[test]
+    fn a_trace_shaper_releases_each_packet_at_its_opportunity_after_the_start() {
+        let start = 5_000_000_000;
+        let mut shaper = TraceShaper::new(DeliveryTrace::new(&[1, 2, 4]), start);
+        // Head at the start: its opportunity is 1 ms later.
+        assert_eq!(shaper.try_send(FRAME, start, start), Err(1_000_000));
+        assert_eq!(shaper.try_send(FRAME, start + 1_000_000, start), Ok(()));
+        // The next head, asked about at 1 ms, goes at 2 ms; the one after at 4 ms.
+        assert_eq!(shaper.try_send(FRAME, start + 1_000_000, start), Err(1_000_000));
+        assert_eq!(shaper.try_send(FRAME, start + 2_000_000, start), Ok(()));
+        assert_eq!(shaper.try_send(FRAME, start + 2_000_000, start), Err(2_000_000));
+    }
+
+    #[test]
+    fn back_to_back_packets_use_every_opportunity_of_a_millisecond_though_the_loop_is_late() {
+        let start = 0;
+        // Three opportunities at 1 ms.
+        let mut shaper = TraceShaper::new(DeliveryTrace::new(&[1, 1, 1, 5]), start);
+        let late = 1_000_000 + 7_000; // the loop wakes 7 us after the opportunity
+        assert_eq!(shaper.try_send(FRAME, late, 0), Ok(()));
+        assert_eq!(shaper.try_send(FRAME, late, 0), Ok(()));
+        assert_eq!(shaper.try_send(FRAME, late, 0), Ok(()));
+        // A packet arriving after that millisecond waits for the 5 ms one.
+        assert_eq!(shaper.try_send(FRAME, 2_000_000, 2_000_000), Err(3_000_000));
     }
 
     #[test]

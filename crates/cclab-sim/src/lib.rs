@@ -13,9 +13,10 @@ pub mod network;
 pub mod result;
 pub mod sim;
 pub mod tcp;
-pub mod trace;
 
 pub use cclab_aqm as aqm;
+/// Mahimahi delivery traces (shared with the kernel engine's userspace bottleneck).
+pub use cclab_aqm::delivery_trace as trace;
 pub use cclab_cc as cc;
 pub use config::SimConfig;
 pub use result::SimResult;

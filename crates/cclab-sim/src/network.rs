@@ -1,7 +1,7 @@
 //! The dumbbell's links: constant-delay FIFO pipes and the tbf-like bottleneck
 //! pulling from a `cclab_aqm` queue discipline.
 
-use crate::trace::DeliveryTrace;
+use cclab_aqm::delivery_trace::DeliveryTrace;
 use crate::FRAME_OVERHEAD_BYTES;
 use cclab_aqm::{AnyQdisc, DropReason, Dropped, Ecn, Packet, Qdisc, QueueLimit};
 use cclab_cc::rng::SimRng;

@@ -12,7 +12,7 @@ use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
 use crate::network::{Bottleneck, DataPacket, Pipe};
 use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
 use crate::tcp::sender::{TcpSender, Transmission};
-use crate::trace::DeliveryTrace;
+use cclab_aqm::delivery_trace::DeliveryTrace;
 use crate::{FULL_FRAME_BYTES, MSS_BYTES};
 use cclab_aqm::{DropReason, Packet, PacketMeta, QueueLimit};
 use cclab_cc::rng::SimRng;

@@ -105,6 +105,10 @@ def choose(
 
     if requested == CCLAB:
         return userspace(f"the userspace bottleneck was asked for ({source})", None)
+    if config["bottleneck"].get("trace_ms"):
+        if requested == KERNEL:
+            raise KernelPreflightError(f"bottleneck.trace: a trace replays only in cclab's userspace bottleneck, not with {source}=kernel")
+        return userspace("a trace replays only in the userspace bottleneck (tc has no trace-driven qdisc)", None)
     if kind == FIFO:
         return AqmChoice(kind, KERNEL, requested, source, None, "tail drop at the buffer is the engine's tbf itself")
     result = (probe or qdisc_probe)(kind)

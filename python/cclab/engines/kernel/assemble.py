@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cclab.engines.kernel import netem, topology
+from cclab.engines.kernel.link_changes import offered_bits
 from cclab.engines.kernel.sampler import Sampler
 from cclab.engines.kernel.shaping import HEADERS_BYTES
 from cclab.engines.kernel.traffic import ClientReport, FlowPlan
@@ -57,6 +58,8 @@ class Measured:
     #: CLOCK_REALTIME of the run's t0 (the userspace bottleneck's series clock).
     t0_realtime: float = 0.0
     ecn_of_flow: list[bool] = field(default_factory=list)
+    #: The resolved bottleneck: with a schedule or a trace, utilization counts what it offered.
+    link: dict = field(default_factory=dict)
 
     @property
     def userspace_report(self) -> dict | None:
@@ -174,7 +177,6 @@ def queue_series(m: Measured) -> dict:
     cols = {"time_s": [], "queue_bytes": [], "drops": [], "ce_marks": [], "utilization": []}
     prev_t, prev = 0.0, m.tbf_first
     for t, s in zip(q.time_s, q.stats):
-        dt = t - prev_t
         cols["time_s"].append(round(t, 6))
         cols["queue_bytes"].append(s.backlog_bytes)
         cols["drops"].append(s.drops - prev.drops)
@@ -184,8 +186,7 @@ def queue_series(m: Measured) -> dict:
             cols["ce_marks"].append(s.ce_marks - prev.ce_marks)
         else:
             cols["ce_marks"].append(None)  # this qdisc's xstats are not read per sample (cake)
-        busy = (s.bytes - prev.bytes) * 8 / m.rate_bps
-        cols["utilization"].append(min(1.0, busy / dt) if dt > 0 else 0.0)
+        cols["utilization"].append(_utilization(m, (s.bytes - prev.bytes) * 8, prev_t, t))
         prev_t, prev = t, s
     return cols
 
@@ -202,13 +203,11 @@ def userspace_queue_series(m: Measured, series: dict) -> dict:
             prev = (t, row) if t < 0 else prev
             continue
         prev_t, p = prev if prev is not None else (0.0, {k: 0 for k in row})
-        dt = t - prev_t
         cols["time_s"].append(round(t, 6))
         cols["queue_bytes"].append(row["backlog_bytes"])
         cols["drops"].append(row["drops"] - p["drops"])
         cols["ce_marks"].append(row["ce_marks"] - p["ce_marks"])
-        busy = (row["bytes_sent"] - p["bytes_sent"]) * 8 / m.rate_bps
-        cols["utilization"].append(min(1.0, busy / dt) if dt > 0 else 0.0)
+        cols["utilization"].append(_utilization(m, (row["bytes_sent"] - p["bytes_sent"]) * 8, prev_t, t))
         prev = (t, row)
     return cols
 
@@ -245,12 +244,22 @@ def aqm_figures(m: Measured, qs: dict) -> dict:
     }
 
 
+def _utilization(m: Measured, sent_bits: float, from_s: float, to_s: float) -> float:
+    """Bits sent over what the link offered in [from_s, to_s] (its schedule or trace, if any)."""
+    if to_s <= from_s:
+        return 0.0
+    if m.link.get("schedule") or m.link.get("trace_ms"):
+        offered = offered_bits(m.link, from_s, to_s)
+        return min(1.0, sent_bits / offered) if offered > 0 else 0.0
+    return min(1.0, sent_bits / m.rate_bps / (to_s - from_s))
+
+
 def bottleneck(m: Measured, flows: list[dict], qs: dict) -> dict:
     backlog = qs["queue_bytes"]
     report = m.userspace_report
     sent_bytes = report["bytes_sent"] if report is not None else m.tbf_last.bytes - m.tbf_first.bytes
     return {
-        "utilization": min(1.0, sent_bytes * 8 / m.rate_bps / m.duration_s),
+        "utilization": _utilization(m, sent_bytes * 8, 0.0, m.duration_s),
         **aqm_figures(m, qs),
         "random_losses": sum(f["random_loss_segments"] for f in flows),
         "queue_limit_bytes": m.queue_limit_bytes,

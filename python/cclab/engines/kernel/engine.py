@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cclab.engines.kernel import aqm, assemble, bpf_cc, finite, netem, probes, shaping, topology, traffic
+from cclab.engines.kernel import aqm, assemble, bpf_cc, finite, link_changes, netem, probes, shaping, topology, traffic
 from cclab.engines.kernel.delayline import DelayLine, bottleneck_args, queues_for
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.netns import RunNamespaces, cleanup_stale, new_run_id, ns_run
@@ -97,8 +97,11 @@ class _Started:
         self.sampler = None
         self.receiver: finite.Receiver | None = None
         self.syn_clock: finite.SynClock | None = None
+        self.link_changer: link_changes.LinkChanger | None = None
 
     def stop_all(self) -> None:
+        if self.link_changer is not None:
+            self.link_changer.stop()
         if self.sampler is not None:
             self.sampler.stop()
         if self.syn_clock is not None:
@@ -202,11 +205,17 @@ def _run(  # noqa: PLR0915
     elif userspace:
         hard_limit = "the scenario's buffer, as a tail drop before the qdisc's enqueue (frames = IP length + 14)"
     ports = traffic.ports_for(len(flows))
-    shaping.install_counters_and_loss(topo, ports, loss_p, count_ce=any(ecn_of_flow))
+    shaping.install_counters_and_loss(topo, ports, loss_p, count_ce=any(ecn_of_flow), loss_rules=link_changes.schedules_loss(config))
     delays = [rtt_ns + int(f.get("extra_rtt_ns") or 0) for f in flows]
     netem_qdiscs: list[netem.NetemQdisc] = []
     delay_of_queue: dict[int, int] = {}
-    extra_args = bottleneck_args(aqm.USERSPACE_QUEUE, config, shaping.tbf_burst_bytes(rate_bps)) if userspace else None
+    queue_of_flow: list[int] = []
+    extra_args = bottleneck_args(aqm.USERSPACE_QUEUE, config, shaping.tbf_burst_bytes(rate_bps)) if userspace else []
+    if userspace and b.get("trace_ms"):
+        (workdir / "trace.ms").write_text("".join(f"{ms}\n" for ms in b["trace_ms"]))
+        extra_args += ["--trace-ms-file", str(workdir / "trace.ms")]
+    if link_changes.has_changes(config):
+        extra_args += ["--schedule-file", str(workdir / "schedule.json")]
     if use_netem:
         netem_qdiscs = netem.install(topo.router, topo.sender_ifnames, delays, rate_bps)
         if userspace:
@@ -259,6 +268,11 @@ def _run(  # noqa: PLR0915
     sampler.start(t0)
     # The userspace bottleneck stamps its series with CLOCK_REALTIME.
     t0_realtime = time.time() - (time.monotonic() - t0)
+    if link_changes.has_changes(config):
+        started.link_changer = link_changes.LinkChanger(
+            config, topo, ports, userspace, started.delay_line, queue_of_flow, netem_qdiscs, workdir
+        )
+        started.link_changer.start(t0)
     if started.receiver is not None:
         started.receiver.set_run_end(t0 + duration_ns / 1e9)
     clients: dict[int, object] = {}
@@ -294,6 +308,9 @@ def _run(  # noqa: PLR0915
             c.kill()
     sampler.stop()
     started.sampler = None
+    changer, started.link_changer = started.link_changer, None
+    if changer is not None:
+        changer.stop()
     syn_s: dict[int, float] = {}
     received: dict[int, dict] = {}
     receiver_cpu_s = None
@@ -345,7 +362,7 @@ def _run(  # noqa: PLR0915
         delay_mechanism=choice.mechanism, netem_qdiscs=netem_qdiscs, netem_stats=netem_stats,
         syn_s=syn_s, received=received, cut_at_end=cut_at_end, sender_retrans=sender_retrans,
         receiver_cpu_s=receiver_cpu_s, aqm_kind=aqm_cfg["kind"], aqm_userspace=userspace,
-        aqm_counters=aqm_counters, t0_realtime=t0_realtime, ecn_of_flow=ecn_of_flow,
+        aqm_counters=aqm_counters, t0_realtime=t0_realtime, ecn_of_flow=ecn_of_flow, link=b,
     )  # fmt: skip
     flow_results = [assemble.flow_result(m, p) for p in plans]
     qs = assemble.queue_series(m)
@@ -370,6 +387,7 @@ def _run(  # noqa: PLR0915
             **provenance(config, topo, m, idle_rtt, delay_report, limit_bytes, delay_of_queue, choice),
             "aqm": aqm.describe(aqm_choice, aqm_cfg, kernel_args=kernel_aqm_args, hard_limit=hard_limit,
                                 counters=aqm_counters),
+            **({"link_changes": changer.report(delay_report, t0_realtime)} if changer is not None else {}),
             "flow_starts": [
                 {"flow_id": p.flow_id, "planned_s": p.start_s, "launch_lead_s": round(lead_s[p.flow_id], 6),
                  "data_syn_s": None if p.flow_id not in syn_s else round(syn_s[p.flow_id], 6)}

@@ -49,12 +49,6 @@ def preflight(config: dict) -> None:
 
 
 def _preflight(config: dict) -> None:
-    # Checked first: it depends on the config alone, so the answer is the same on any host.
-    link = config["bottleneck"]
-    for key in ("schedule", "trace_ms"):
-        if link.get(key):
-            field = "bottleneck.trace" if key == "trace_ms" else "bottleneck.schedule"
-            raise KernelEngineError(f"{field}: the kernel engine does not change its link during a run yet; run it with --engine sim")
     if os.geteuid() != 0:
         raise KernelEngineError("kernel engine needs root (network namespaces, tc, iptables): run it with sudo")
     for tool, package in TOOLS.items():
@@ -115,12 +109,16 @@ def _preflight(config: dict) -> None:
     # The kernel's qdisc where a scratch namespace accepts it, else the userspace bottleneck;
     # one line if neither can run it.
     aqm_choice = aqm.choose(config)
+    # The fastest and the longest the link gets over its schedule.
+    schedule = b.get("schedule") or []
+    top_rate = max([int(b["rate_bps"]), *(int(c["rate_bps"]) for c in schedule if c.get("rate_bps") is not None)])
+    top_rtt = max([int(b["rtt_ns"]), *(int(c["rtt_ns"]) for c in schedule if c.get("rtt_ns") is not None)])
     if aqm_choice.userspace:
-        problem = aqm.userspace_rate_problem(int(b["rate_bps"]))
+        problem = aqm.userspace_rate_problem(top_rate)
         if problem:
             raise KernelPreflightError(problem)
         _require({"CONFIG_NETFILTER_XT_TARGET_NFQUEUE": ("xt_NFQUEUE", "iptables NFQUEUE target missing (userspace bottleneck)")})
-    rate = int(b["rate_bps"])
+    rate = top_rate
     if rate > MAX_FAITHFUL_RATE_BPS:
         raise KernelEngineError(
             f"bottleneck.rate: {rate / 1e6:.0f} Mbit/s is beyond what this machine emulates faithfully "
@@ -130,7 +128,7 @@ def _preflight(config: dict) -> None:
         return  # netem's limit is sized from rate x RTT (netem.netem_limit_pkts)
     if (os.cpu_count() or 1) < 2:
         raise KernelEngineError("kernel engine needs 2 CPUs: one for the delay line, one for packet processing")
-    max_delay = max(int(b["rtt_ns"]) + int(f.get("extra_rtt_ns") or 0) for f in flows)
+    max_delay = max(top_rtt + int(f.get("extra_rtt_ns") or 0) for f in flows)
     if held_acks(rate, max_delay) > MAX_HELD_ACKS:
         raise KernelEngineError(
             f"bottleneck: rate x RTT ({rate / 1e6:.0f} Mbit/s x {max_delay / 1e6:.0f} ms) needs more held ACKs "

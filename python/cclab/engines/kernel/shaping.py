@@ -68,12 +68,32 @@ class FlowPorts:
 ECN_CE = 3
 
 
+def _loss_rule(port: FlowPorts, i: int, loss_probability: float) -> list[str]:
+    return [
+        "-i", f"s{i}", "-p", "tcp", "--sport", str(port.client), *DATA_MATCH,
+        "-m", "statistic", "--mode", "random", "--probability", f"{loss_probability:.10f}",
+        "-m", "comment", "--comment", f"cclab:loss:{i}", "-j", "DROP",
+    ]  # fmt: skip
+
+
+def set_loss(topo: Topology, ports: list[FlowPorts], loss_probability: float) -> None:
+    """Replaces each flow's random-loss rule in place, carrying its counters over (-c), so
+    the run's random losses are still counted from it."""
+    listing = ns_run(topo.router, "iptables", "-w", "-L", "FORWARD", "--line-numbers", "-n")
+    numbers = {int(m.group(2)): int(m.group(1)) for m in re.finditer(r"^(\d+) .*cclab:loss:(\d+)", listing, re.M)}
+    counters = read_counters(topo.router)
+    for i, port in enumerate(ports):
+        packets, nbytes = counters.get(("loss", i), (0, 0))
+        _iptables(topo.router, "-R", "FORWARD", str(numbers[i]), "-c", str(packets), str(nbytes), *_loss_rule(port, i, loss_probability))
+
+
 def install_counters_and_loss(
-    topo: Topology, ports: list[FlowPorts], loss_probability: float, *, count_ce: bool = False
+    topo: Topology, ports: list[FlowPorts], loss_probability: float, *, count_ce: bool = False, loss_rules: bool = False
 ) -> None:
     """Per flow: an oversize check, sent and (optionally) random-loss rules on the router, a
     received-segment counter at the receiver and, with `count_ce`, a counter of the data
-    segments that arrive CE-marked (xt_ecn)."""
+    segments that arrive CE-marked (xt_ecn). `loss_rules` installs the loss rules even at
+    probability 0, for a schedule to change later (`set_loss`)."""
     for i, p in enumerate(ports):
         # Any packet longer than the MTU would prove an offload still merged segments.
         _iptables(
@@ -82,12 +102,8 @@ def install_counters_and_loss(
         )  # fmt: skip
         match = ["-i", f"s{i}", "-p", "tcp", "--sport", str(p.client), *DATA_MATCH]
         _iptables(topo.router, "-A", "FORWARD", *match, "-m", "comment", "--comment", f"cclab:sent:{i}")
-        if loss_probability > 0:
-            _iptables(
-                topo.router, "-A", "FORWARD", *match,
-                "-m", "statistic", "--mode", "random", "--probability", f"{loss_probability:.10f}",
-                "-m", "comment", "--comment", f"cclab:loss:{i}", "-j", "DROP",
-            )  # fmt: skip
+        if loss_probability > 0 or loss_rules:
+            _iptables(topo.router, "-A", "FORWARD", *_loss_rule(p, i, loss_probability))
         _iptables(
             topo.receiver, "-A", "INPUT", "-i", HOST_IFNAME, "-s", sender_ip(i),
             "-p", "tcp", "--sport", str(p.client), *DATA_MATCH,

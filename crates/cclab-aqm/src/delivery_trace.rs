@@ -8,6 +8,9 @@
 //! to the packets queued at that instant: a packet larger than what is left is sent in
 //! part and finishes at a later opportunity, bytes left over pass to the next queued
 //! packet at the same instant, and an opportunity that finds the queue empty is lost.
+//!
+//! The simulator's bottleneck and the kernel engine's userspace bottleneck both serve
+//! their queue with it, so a trace replays the same way on both engines.
 
 use cclab_cc::SimTime;
 

@@ -1,0 +1,69 @@
+"""Links that change on the real kernel: a schedule applied at its times (tc for tbf, the
+delay line for the RTT, iptables for loss) and a Mahimahi trace replayed by the userspace
+bottleneck, each against the simulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import cclab
+from kernelcase import requires_kernel_engine
+
+pytestmark = requires_kernel_engine
+TRACE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "step_20_4_20mbit.trace"
+CEILING = 1448 / 1514
+
+
+def mean_throughput(result: cclab.RunResult, from_s: float, to_s: float) -> float:
+    fs = result.flow_series
+    return float(fs[(fs.time_s > from_s) & (fs.time_s <= to_s)].throughput_mbps.mean())
+
+
+@pytest.fixture(scope="module")
+def scheduled() -> cclab.RunResult:
+    # 50 Mbit/s, 20 ms; at 3 s the rate drops to 10 Mbit/s and the RTT grows to 60 ms; at
+    # 6 s the rate returns and 1% random loss begins.
+    spec = {"duration_s": 9, "bottleneck": {"rate_mbps": 50, "rtt_ms": 20, "schedule": [
+        {"at_s": 3, "rate_mbps": 10, "rtt_ms": 60}, {"at_s": 6, "rate_mbps": 50, "loss": 0.01}]}, "flows": [{"cc": "cubic"}]}  # fmt: skip
+    return cclab.run(spec, "kernel")
+
+
+def test_a_scheduled_rate_change_reaches_tbf_within_a_few_ms_and_the_flow_follows_it(scheduled: cclab.RunResult) -> None:
+    assert scheduled.validity["valid"], scheduled.validity["reasons"]
+    assert mean_throughput(scheduled, 1, 3) > 0.9 * 50 * CEILING
+    assert 0.9 * 10 * CEILING < mean_throughput(scheduled, 4, 6) <= 10 * CEILING * 1.02
+    changes = scheduled.provenance["link_changes"]["changes"]
+    tbf = [c for c in changes if "tc tbf" in c["by"]]
+    assert [c["at_s"] for c in tbf] == [3.0, 6.0]
+    assert all(0 <= c["late_ms"] < 50 for c in tbf), tbf
+
+
+def test_the_delay_line_changes_the_rtt_at_its_time_and_the_flow_sees_it(scheduled: cclab.RunResult) -> None:
+    line = [c for c in scheduled.provenance["link_changes"]["changes"] if c["by"] == "cclab-delayline"]
+    assert len(line) == 1 and line[0]["at_s"] == 3.0 and line[0]["late_ms"] < 1.0, line
+    fs = scheduled.flow_series
+    assert fs[(fs.time_s > 1) & (fs.time_s <= 3)].srtt_ms.min() < 40
+    assert fs[(fs.time_s > 4) & (fs.time_s <= 6)].srtt_ms.min() >= 60
+
+
+def test_random_loss_begins_at_its_time_and_is_counted(scheduled: cclab.RunResult) -> None:
+    flow = scheduled.flows.iloc[0]
+    assert flow["random_loss_segments"] > 0
+    # CUBIC under 1% loss at 60 ms holds about Mathis's 1.22 MSS / (RTT sqrt(p)) = 2.4 Mbit/s.
+    assert mean_throughput(scheduled, 7, 9) < 10
+
+
+def test_a_trace_replays_in_the_userspace_bottleneck_as_in_the_simulator() -> None:
+    spec = {"duration_s": 20, "bottleneck": {"trace": str(TRACE), "rtt_ms": 40, "buffer": "1bdp"}, "flows": [{"cc": "cubic"}]}
+    kernel, sim = cclab.run(spec, "kernel"), cclab.run(spec, "sim")
+    assert kernel.validity["valid"], kernel.validity["reasons"]
+    assert kernel.provenance["aqm"]["implementation"] == "cclab"
+    assert kernel.provenance["link_changes"]["trace"].startswith("userspace bottleneck")
+    # The trace: 20 Mbit/s for 10 s, then 4 (1448 B of payload per 1500-byte opportunity).
+    for (lo, hi), rate in (((2, 10), 20), ((12, 20), 4)):
+        k, s = mean_throughput(kernel, lo, hi), mean_throughput(sim, lo, hi)
+        assert 0.9 * rate * 1448 / 1500 < k <= rate * 1448 / 1500 * 1.02, (lo, k)
+        assert abs(k - s) <= 0.05 * s, (lo, k, s)
+    assert abs(kernel.bottleneck["utilization"] - sim.bottleneck["utilization"]) < 0.03
