@@ -35,6 +35,9 @@ BAD_SPECS = {
     "start_after_end": (edited("start_s = 0.0", "start_s = 6.0"), "flows[0].start_s: must be < duration_s (5)"),
     "unknown_engine_in_spec": (edited("seed = 7", 'seed = 7\nengine = "ns3"'), "engine: must be one of"),
     "no_flows": (VALID_SPEC.split("[[flows]]")[0], "flows: at least one [[flows]] table is required"),
+    "warmup_at_duration": (VALID_SPEC + "\n[output]\nwarmup_s = 5\n", "output.warmup_s: must be < duration_s (5) (got 5)"),
+    "warmup_past_duration": (VALID_SPEC + "\n[output]\nwarmup_s = 7.5\n", "output.warmup_s: must be < duration_s (5) (got 7.5)"),
+    "negative_warmup": (VALID_SPEC + "\n[output]\nwarmup_s = -1\n", "output.warmup_s: must be >= 0 (got -1)"),
     "toml_syntax": (edited("rate_mbps = 50", "rate_mbps 50"), "TOML syntax error"),
 }
 

@@ -14,6 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from cclab.analysis.steady import not_converged_line
 from cclab.api import load
 from cclab.engines import ENGINE_NAMES, get_engine
 from cclab.errors import CclabError
@@ -77,6 +78,9 @@ def run(
     except CclabError as error:
         _fail(error)
     _progress(f"wrote {written}")
+    warning = not_converged_line(result.steady_state)
+    if warning is not None:
+        _progress(warning)
     if json_output:
         sys.stdout.write(json.dumps(result.to_json_dict(), allow_nan=False) + "\n")
     else:

@@ -36,6 +36,8 @@ pub enum Event {
     BottleneckDequeue,
     FlowSample,
     QueueSample,
+    /// The warm-up ends: snapshot the counters the measurement window starts from.
+    Warmup,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

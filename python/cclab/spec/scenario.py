@@ -137,6 +137,9 @@ class Flow(_Strict):
 class Output(_Strict):
     flow_sample_interval_ms: float = Field(default=100.0, gt=0)
     queue_sample_interval_ms: float = Field(default=1.0, gt=0)
+    # Metrics are computed over [warmup_s, end]: start-up transients (slow start, BBR's
+    # STARTUP, deep buffers filling) otherwise weigh on every average.
+    warmup_s: float = Field(default=0.0, ge=0, description="metrics cover [warmup_s, end]")
 
 
 def read_toml(path: Path, *, what: str | None = None) -> dict[str, Any]:
@@ -172,6 +175,11 @@ class Scenario(_Strict):
                     ("flows", index, "start_s"),
                     f"must be < duration_s ({self.duration_s:g}) (got {flow.start_s:g})",
                 )
+        if self.output.warmup_s >= self.duration_s:
+            raise FieldError(
+                ("output", "warmup_s"),
+                f"must be < duration_s ({self.duration_s:g}) (got {self.output.warmup_s:g})",
+            )
         return self
 
     @classmethod
@@ -219,6 +227,7 @@ class Scenario(_Strict):
             "flows": flows,
             "flow_sample_interval_ns": _ns(self.output.flow_sample_interval_ms, 1e6),
             "queue_sample_interval_ns": _ns(self.output.queue_sample_interval_ms, 1e6),
+            "warmup_ns": _ns(self.output.warmup_s, 1e9),
         }
 
 

@@ -1,0 +1,64 @@
+//! The measurement window: metrics over [warmup, end], the whole run beside them.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+fn as_json(result: &cclab_sim::SimResult) -> Value {
+    serde_json::to_value(result).unwrap()
+}
+
+/// Two CUBIC flows, the second starting late, so the first seconds differ from the rest.
+fn two_cubics(warmup_ns: u64) -> cclab_sim::SimConfig {
+    let mut late = flow(1, "cubic");
+    late.start_ns = 2 * S;
+    let mut cfg = config(20, 20, bdp_bytes(20, 20), 0.0, 8, vec![flow(0, "cubic"), late]);
+    cfg.warmup_ns = warmup_ns;
+    cfg
+}
+
+#[test]
+fn a_warmup_leaves_the_whole_run_numbers_as_they_were_without_one() {
+    let plain = as_json(&run(two_cubics(0)));
+    let warm = as_json(&run(two_cubics(3 * S)));
+    for (table, plain_rows, warm_rows) in [
+        ("flows", plain["flows"].as_array().unwrap().clone(), warm["flows"].as_array().unwrap().clone()),
+        ("bottleneck", vec![plain["bottleneck"].clone()], vec![warm["bottleneck"].clone()]),
+    ] {
+        for (p, w) in plain_rows.iter().zip(&warm_rows) {
+            for (name, value) in p.as_object().unwrap() {
+                if let Some(metric) = name.strip_prefix("whole_run_") {
+                    // Without a warm-up the window is the whole run, bit for bit.
+                    assert_eq!(&p[metric], value, "{table}.{metric}");
+                    assert_eq!(&w[name.as_str()], value, "{table}.{name} moved with the warm-up");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn windowed_counters_are_the_whole_run_minus_the_warmup() {
+    let r = run(two_cubics(3 * S));
+    let json = as_json(&r);
+    for (f, row) in r.flows.iter().zip(json["flows"].as_array().unwrap()) {
+        let whole = row["whole_run_bytes_delivered"].as_u64().unwrap();
+        assert!(f.bytes_delivered > 0 && f.bytes_delivered < whole);
+        // Goodput over the 5 s after the warm-up.
+        let expected = f.bytes_delivered as f64 * 8.0 / 5.0 / 1e6;
+        assert!((f.goodput_mbps - expected).abs() < 1e-9, "{} vs {expected}", f.goodput_mbps);
+        assert!(f.rtt_min_ms.unwrap() >= row["whole_run_rtt_min_ms"].as_f64().unwrap());
+    }
+    // Both flows share the link after the warm-up: its utilization stays high, and the
+    // window's queue samples are those after 3 s.
+    assert!(r.bottleneck.utilization > 0.9, "{}", r.bottleneck.utilization);
+    assert!(r.bottleneck.queue_max_bytes <= json["bottleneck"]["whole_run_queue_max_bytes"].as_u64().unwrap());
+}
+
+#[test]
+fn a_warmup_at_or_past_the_duration_is_refused() {
+    let mut cfg = two_cubics(0);
+    cfg.warmup_ns = cfg.duration_ns;
+    let error = cclab_sim::run(cfg).err().expect("refused");
+    assert!(error.contains("warmup_ns"), "{error}");
+}

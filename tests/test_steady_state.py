@@ -1,0 +1,128 @@
+"""The warm-up window and the steady-state verdict, on the simulator and on made-up series."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import cclab
+from cclab.analysis.steady import DRIFT_THRESHOLD_PTS, verdict
+from conftest import run_cli
+
+RATE_MBPS = 50
+
+
+def mixed(duration_s: float, warmup_s: float = 0.0, *, ccs=("bbr", "cubic"), buffer="16bdp", seed=1) -> dict:
+    """Flows of `ccs` at 50 Mbit/s, 30 ms, sharing one bottleneck."""
+    return {
+        "duration_s": duration_s,
+        "seed": seed,
+        "bottleneck": {"rate_mbps": RATE_MBPS, "rtt_ms": 30, "buffer": buffer},
+        "flows": [{"cc": cc} for cc in ccs],
+        "output": {"warmup_s": warmup_s},
+    }
+
+
+def bbr_share(result) -> float:
+    goodput = result.flows.set_index("cc")["goodput_mbps"]
+    return goodput["bbr"] / goodput.sum()
+
+
+@pytest.fixture(scope="module")
+def bbr_cubic_60s():
+    return cclab.run(mixed(60))
+
+
+def test_bbr_against_cubic_in_a_deep_buffer_has_not_converged_after_60_s(bbr_cubic_60s) -> None:
+    # CUBIC fills 16 BDP of buffer while BBR's model of the path catches up over minutes:
+    # BBR's share still grows in the last quarter of a minute.
+    state = bbr_cubic_60s.steady_state
+    assert state["converged"] is False
+    assert state["share_drift_pts"] > DRIFT_THRESHOLD_PTS
+    assert state["suggested_duration_s"] > 60
+
+
+def test_bbr_share_after_a_300_s_warmup_of_600_s_is_at_least_twice_its_60_s_share(bbr_cubic_60s) -> None:
+    settled = cclab.run(mixed(600, warmup_s=300))
+    assert settled.steady_state["converged"] is True
+    assert bbr_share(settled) >= 2 * bbr_share(bbr_cubic_60s)
+
+
+def test_two_cubic_flows_on_the_same_rtt_in_one_bdp_converge_and_share_fairly() -> None:
+    result = cclab.run(mixed(60, ccs=("cubic", "cubic"), buffer="1bdp"))
+    assert result.steady_state["converged"] is True
+    assert result.steady_state["jain_index"] >= 0.95
+
+
+def test_the_same_seed_gives_the_same_verdict() -> None:
+    first, second = (cclab.run(mixed(30, seed=3)).steady_state for _ in range(2))
+    assert first == second
+
+
+def test_without_warmup_the_measured_numbers_are_the_whole_run_and_a_warmup_leaves_the_whole_run_alone() -> None:
+    plain = cclab.run(mixed(20))
+    warm = cclab.run(mixed(20, warmup_s=10))
+    metrics = [name.removeprefix("whole_run_") for name in plain.flows.columns if name.startswith("whole_run_")]
+    assert {"goodput_mbps", "retrans_segments", "rtt_p95_ms"} <= set(metrics)
+    for name in metrics:
+        assert plain.flows[name].tolist() == plain.flows[f"whole_run_{name}"].tolist(), name
+        assert warm.flows[f"whole_run_{name}"].tolist() == plain.flows[f"whole_run_{name}"].tolist(), name
+    for name in ("utilization", "queue_mean_bytes", "sojourn_p50_ms", "drops"):
+        assert plain.bottleneck[name] == plain.bottleneck[f"whole_run_{name}"]
+        assert warm.bottleneck[f"whole_run_{name}"] == plain.bottleneck[f"whole_run_{name}"]
+    # The window is the last 10 s: fewer bytes, and the verdict judges that window.
+    assert (warm.flows["bytes_delivered"] < plain.flows["bytes_delivered"]).all()
+    assert warm.steady_state["window_start_s"] == 10
+
+
+def test_cli_says_on_stderr_when_a_run_has_not_converged_and_keeps_json_clean(write_spec, tmp_path: Path) -> None:
+    toml = (
+        "duration_s = 60\n[bottleneck]\nrate_mbps = 50\nrtt_ms = 30\nbuffer = \"16bdp\"\n"
+        "[[flows]]\ncc = \"bbr\"\n[[flows]]\ncc = \"cubic\"\n"
+    )
+    done = run_cli("run", write_spec(toml), "--out", tmp_path / "run", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["steady_state"]["converged"] is False
+    warnings = [line for line in done.stderr.splitlines() if "not converged" in line]
+    assert len(warnings) == 1
+    stored = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert stored["steady_state"] == data["steady_state"]
+
+
+# ---- the rule on made-up series --------------------------------------------------------------
+
+
+def series(shares_by_time, interval_s: float = 0.5) -> pd.DataFrame:
+    """Two flows filling a 50 Mbit/s link, flow 0 taking `shares_by_time(t)`."""
+    rows = []
+    ceiling = RATE_MBPS * 1448 / 1514
+    for k in range(1, 121):
+        t = k * interval_s
+        share = shares_by_time(t)
+        rows += [(t, 0, share * ceiling), (t, 1, (1 - share) * ceiling)]
+    return pd.DataFrame(rows, columns=["time_s", "flow_id", "throughput_mbps"])
+
+
+def test_steady_shares_converge_and_a_ramp_does_not() -> None:
+    steady = verdict(series(lambda t: 0.3), warmup_s=0, end_s=60, rate_bps=RATE_MBPS * 1e6)
+    assert steady.converged is True and steady.share_drift_pts == pytest.approx(0, abs=1e-9)
+    ramp = verdict(series(lambda t: t / 100), warmup_s=0, end_s=60, rate_bps=RATE_MBPS * 1e6)
+    # Flow 0's share is 37.5% over [30, 45] s and 52.5% over [45, 60] s.
+    assert ramp.converged is False and ramp.share_drift_pts == pytest.approx(15, abs=0.6)
+    assert ramp.suggested_duration_s == 120
+
+
+def test_the_verdict_looks_only_after_the_warmup() -> None:
+    # Shares move until 30 s and are flat after: judged over [20, 60] the last two quarters
+    # are [40, 50] and [50, 60], both flat.
+    state = verdict(series(lambda t: min(t, 30) / 100), warmup_s=20, end_s=60, rate_bps=RATE_MBPS * 1e6)
+    assert state.converged is True
+
+
+def test_a_window_too_short_for_its_samples_is_not_judged() -> None:
+    state = verdict(series(lambda t: 0.5, interval_s=0.5), warmup_s=59, end_s=60, rate_bps=RATE_MBPS * 1e6)
+    assert state.converged is None and state.reason
