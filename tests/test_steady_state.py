@@ -126,3 +126,36 @@ def test_the_verdict_looks_only_after_the_warmup() -> None:
 def test_a_window_too_short_for_its_samples_is_not_judged() -> None:
     state = verdict(series(lambda t: 0.5, interval_s=0.5), warmup_s=59, end_s=60, rate_bps=RATE_MBPS * 1e6)
     assert state.converged is None and state.reason
+
+
+def test_a_steady_end_after_a_startup_transient_suggests_a_warmup_that_then_converges() -> None:
+    # By 120 s BBR's share has levelled off, but the first minute drags the run's average.
+    transient = cclab.run(mixed(120)).steady_state
+    assert transient["converged"] is False and transient["share_drift_pts"] <= DRIFT_THRESHOLD_PTS
+    assert transient["startup_bias_pts"] > DRIFT_THRESHOLD_PTS
+    assert transient["suggested_warmup_s"] == 60
+    assert cclab.run(mixed(120, warmup_s=transient["suggested_warmup_s"])).steady_state["converged"] is True
+
+
+def test_until_steady_doubles_the_duration_with_the_same_seed_until_converged() -> None:
+    steady = cclab.api.run_until_steady(mixed(60, warmup_s=30), max_duration_s=10_000)
+    assert steady.converged is True
+    assert steady.durations_s == [60 * 2**k for k in range(len(steady.durations_s))]
+    assert len(steady.durations_s) > 1  # a minute of BBR against CUBIC in 16 BDP is a transient
+    assert steady.result.spec["seed"] == 1
+    assert steady.result.spec["duration_ns"] == steady.settled_duration_s * 1e9
+
+
+def test_until_steady_stops_at_the_cap() -> None:
+    steady = cclab.api.run_until_steady(mixed(60), max_duration_s=100)
+    assert steady.durations_s == [60, 100]
+    assert steady.converged is False
+
+
+def test_until_steady_is_refused_on_the_kernel_engine_in_one_line(write_spec, tmp_path: Path) -> None:
+    toml = 'duration_s = 5\nengine = "kernel"\n[bottleneck]\nrate_mbps = 10\nrtt_ms = 20\n[[flows]]\ncc = "cubic"\n'
+    done = run_cli("run", write_spec(toml), "--until-steady", "--out", tmp_path / "run")
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert lines[-1].startswith("error: --until-steady: simulator only")
+    assert not (tmp_path / "run").exists()

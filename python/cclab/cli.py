@@ -65,15 +65,25 @@ def run(
     out: Annotated[Path | None, typer.Option("--out", help="result directory [default: out/<spec name>]")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print the result as one JSON object on stdout")] = False,
     engine: Annotated[str | None, typer.Option(help=f"{' | '.join(ENGINE_NAMES)} [default: the spec's engine]")] = None,
+    until_steady: Annotated[bool, typer.Option("--until-steady", help="simulator: double duration_s (same seed) until the run converges")] = False,
+    max_duration_s: Annotated[float | None, typer.Option("--max-duration-s", help="with --until-steady: the longest run [default: 16 x duration_s]")] = None,
 ) -> None:
     """Run a scenario and store its result (Parquet + JSON) and report.html."""
+    from cclab.api import run_until_steady
     from cclab.report import write_run
 
     try:
+        if max_duration_s is not None and not until_steady:
+            raise CclabError("--max-duration-s: only with --until-steady")
         scenario = load(spec)
         runner = get_engine(engine or scenario.engine)
         _progress(f"running {spec} on the {runner.name} engine")
-        result = runner.run(scenario)
+        if until_steady:
+            steady = run_until_steady(scenario, max_duration_s=max_duration_s, engine=runner.name, progress=_progress)
+            result = steady.result
+            _progress(f"until steady: settled on duration_s = {steady.settled_duration_s:g}" + ("" if steady.converged else " (the cap)"))
+        else:
+            result = runner.run(scenario)
         written = write_run(result, out if out is not None else Path("out") / spec.stem)
     except CclabError as error:
         _fail(error)

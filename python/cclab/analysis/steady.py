@@ -3,8 +3,14 @@
 The rule (docs/ARCHITECTURE.md, "Steady state"): split the measured window
 [warmup_s, end] into quarters; over the last quarter and the quarter before it, take
 each flow's share of the bytes delivered and the flows' total goodput as a fraction of
-the link's goodput ceiling. The run has converged when no share and not the utilization
-moved by more than `DRIFT_THRESHOLD_PTS` percentage points between the two quarters.
+the link's goodput ceiling. The run has converged when
+
+- no share and not the utilization moved by more than `DRIFT_THRESHOLD_PTS` percentage
+  points between the two quarters (the end of the run is steady), and
+- no flow's share over the whole window is further than that from its share over the
+  window's last half (the reported numbers are not dragged by a start-up transient:
+  a run whose end is steady but whose window starts in the transient gets a suggested
+  warm-up instead of a longer duration).
 
 Why this rule: a transient (BBR draining a deep buffer that CUBIC keeps filling, a
 late flow ramping up, RTT unfairness settling) shows as shares that still move from
@@ -46,9 +52,13 @@ class SteadyState:
     share_drift_pts: float | None
     #: The move of the flows' total goodput over the link's ceiling, in points.
     utilization_drift_pts: float | None
+    #: The largest gap between a flow's share over the window and over its last half, in points.
+    startup_bias_pts: float | None = None
     threshold_pts: float = DRIFT_THRESHOLD_PTS
     #: Not converged: the next duration worth trying (the window doubled, same warm-up).
     suggested_duration_s: float | None = None
+    #: Not converged only through the start-up: a warm-up that leaves it out (the last half).
+    suggested_warmup_s: float | None = None
     #: Each flow's share of the last quarter, by flow_id.
     last_quarter_shares: dict[str, float] = field(default_factory=dict)
     #: Jain's index of the flows' goodput over the whole window.
@@ -64,6 +74,12 @@ class SteadyState:
             return f"steady state: not judged ({self.reason})"
         if self.converged:
             return f"steady state: converged (shares moved {self.share_drift_pts:.1f} points between the last two quarters)"
+        if self.suggested_warmup_s is not None:
+            return (
+                f"not converged: the end of the run is steady, but shares over [{self.window_start_s:g}, "
+                f"{self.window_end_s:g}] s are {self.startup_bias_pts:.1f} points from those of its last half "
+                f"(threshold {self.threshold_pts:g}): a start-up transient; try warmup_s = {self.suggested_warmup_s:g}"
+            )
         return (
             f"not converged: shares moved {self.share_drift_pts:.1f} points (utilization {self.utilization_drift_pts:.1f}) "
             f"between the last two quarters of [{self.window_start_s:g}, {self.window_end_s:g}] s "
@@ -110,13 +126,19 @@ def verdict(
     util_before = before.sum() * interval_s / quarter_s / ceiling_mbps
     util_last = last.sum() * interval_s / quarter_s / ceiling_mbps
     util_drift = float(abs(util_last - util_before)) * 100
-    converged = bool(share_drift <= DRIFT_THRESHOLD_PTS and util_drift <= DRIFT_THRESHOLD_PTS)
+    end_steady = bool(share_drift <= DRIFT_THRESHOLD_PTS and util_drift <= DRIFT_THRESHOLD_PTS)
+    whole = _quarter(series, warmup_s, end_s).reindex(ids, fill_value=0.0)
+    last_half = before + last
+    bias = float(np.max(np.abs(whole / whole.sum() - last_half / last_half.sum()))) * 100
+    converged = end_steady and bias <= DRIFT_THRESHOLD_PTS
     return SteadyState(
         **base,
         converged=converged,
         share_drift_pts=share_drift,
         utilization_drift_pts=util_drift,
+        startup_bias_pts=bias,
         suggested_duration_s=None if converged else warmup_s + 2 * window_s,
+        suggested_warmup_s=warmup_s + window_s / 2 if end_steady and not converged else None,
         last_quarter_shares={str(i): float(v / last.sum()) for i, v in last.items()},
     )
 
