@@ -159,3 +159,14 @@ def test_until_steady_is_refused_on_the_kernel_engine_in_one_line(write_spec, tm
     lines = done.stderr.splitlines()
     assert lines[-1].startswith("error: --until-steady: simulator only")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_study_summary_counts_the_runs_that_had_not_converged() -> None:
+    from cclab.analysis.steady import transient_note
+
+    flows = pd.DataFrame(
+        {"run_key": ["a", "a", "b", "c", "d"], "steady_converged": pd.array([False, False, True, False, None], dtype="boolean")}
+    )
+    note = transient_note(flows)
+    assert note.startswith("Steady state: 2 of 4 runs had not converged")
+    assert "1 runs were too short" in note

@@ -214,7 +214,7 @@ def reproduce(
     """Reproduce a paper's study: run its sweep, write figures (PNG, SVG), summary.md and report.html."""
     from cclab.executor_choice import use_executor
     from cclab.report import write_report
-    from cclab.studies import get_study
+    from cclab.studies import get_study, run_study
 
     try:
         if engine not in ENGINE_NAMES:
@@ -222,7 +222,7 @@ def reproduce(
         study = get_study(name)
         out_dir = out if out is not None else Path("out") / name
         with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
-            summary_path = study.run(out_dir, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
+            summary_path = run_study(study, out_dir, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
         report_path = write_report(out_dir)
     except CclabError as error:
         _fail(error)

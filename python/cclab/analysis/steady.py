@@ -158,6 +158,24 @@ def not_converged_line(state: dict[str, Any] | None) -> str | None:
     return SteadyState(**state).line()
 
 
+def transient_note(flows: pd.DataFrame) -> str:
+    """A sentence for a study's summary: how many of its runs had not converged, from the
+    store's flows table (`run_key`, `steady_converged`)."""
+    if flows.empty or "steady_converged" not in flows.columns:
+        return "Steady state: no verdicts (results older than the verdict)."
+    runs = flows.drop_duplicates("run_key")["steady_converged"]
+    transient = int((runs == False).sum())  # noqa: E712 (a nullable boolean column)
+    unjudged = int(runs.isna().sum())
+    text = (
+        f"Steady state: {transient} of {len(runs)} runs had not converged by their end "
+        f"(shares or utilization moving more than {DRIFT_THRESHOLD_PTS:g} points between the last two quarters of "
+        f"the measured window, or the window's shares that far from its last half's); their numbers describe a transient."
+    )
+    if unjudged:
+        text += f" {unjudged} runs were too short, or their flows finished too early, to judge."
+    return text
+
+
 def _quarter(series: pd.DataFrame, start_s: float, end_s: float) -> pd.Series:
     """Sum of each flow's per-interval throughput over samples in (start_s, end_s]."""
     rows = series[(series["time_s"] > start_s) & (series["time_s"] <= end_s + 1e-9)]

@@ -62,6 +62,8 @@ def _base(flows: list[dict], duration_s: float, buffer: str = f"{SEED_QUEUE_BYTE
         "duration_s": duration_s,
         "bottleneck": {"rate_mbps": RATE_MBPS, "rtt_ms": RTT_MS, "buffer": buffer},
         "flows": flows,
+        # Every metric of the result (utilization, Jain, shares) after the startup too.
+        "output": {"warmup_s": WARMUP_S},
     }
 
 

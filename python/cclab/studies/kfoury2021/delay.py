@@ -60,7 +60,8 @@ def retransmissions(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Find
 
 
 def queueing_delay(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]:
-    base = {"duration_s": plan.duration_s, "bottleneck": link(30, "10bdp"), "flows": [{"cc": "bbr", "count": 2}]}
+    base = {"duration_s": plan.duration_s, "bottleneck": link(30, "10bdp"), "flows": [{"cc": "bbr", "count": 2}],
+            "output": {"warmup_s": WARMUP_S}}  # flow RTTs and utilization after the start-up, as the delay
     grid = run_grid(
         out_dir, "queueing-delay", base, {"flows.0.cc": list(ALL_CCS), "flows.0.count": list(plan.delay_flows)},
         columns={"flows.0.cc": "x_cc", "flows.0.count": "x_n"}, **kw,
