@@ -170,3 +170,40 @@ def test_a_study_summary_counts_the_runs_that_had_not_converged() -> None:
     note = transient_note(flows)
     assert note.startswith("Steady state: 2 of 4 runs had not converged")
     assert "1 runs were too short" in note
+
+
+def test_heatmap_cells_whose_runs_had_not_converged_are_marked_and_the_title_says_so() -> None:
+    from cclab.analysis import decision_tree
+    from cclab.analysis.figures import TRANSIENT_MARK, heatmap_figure
+
+    flows = pd.DataFrame(
+        {
+            "rate_mbps": [10, 10, 20, 20], "rtt_ms": [10, 10, 10, 10], "buffer_bytes": [100_000] * 4,
+            "cc": ["bbr", "cubic", "bbr", "cubic"], "goodput_mbps": [5.0, 4.0, 9.0, 10.0],
+            "steady_converged": pd.array([True, False, True, True], dtype="boolean"),
+        }
+    )  # fmt: skip
+    table = decision_tree.paired_table(flows)
+    assert table.set_index("rate_mbps")["transient"].to_dict() == {10: True, 20: False}
+    figure = heatmap_figure(table, x="rtt_ms", y="rate_mbps", value="gain_pct", transient="transient",
+                            kind="diverging", xlabel="RTT", ylabel="rate", colorbar_label="gain", title="gain")  # fmt: skip
+    ax = figure.axes[0]
+    assert [text.get_text() for text in ax.texts] == [f"25{TRANSIENT_MARK}", "-10"]
+    assert "not converged" in ax.get_title()
+
+
+def test_rolling_link_shares_follow_each_flow_and_sum_to_the_utilization() -> None:
+    from cclab.analysis.steady import link_shares_over_time
+
+    shares = link_shares_over_time(series(lambda t: 0.2 if t <= 30 else 0.6), rate_bps=RATE_MBPS * 1e6, window_s=5)
+    flow0 = shares[shares["flow_id"] == 0].set_index("time_s")["share"]
+    assert flow0.loc[20.0] == pytest.approx(0.2) and flow0.loc[50.0] == pytest.approx(0.6)
+    assert shares.groupby("time_s")["share"].sum().to_numpy() == pytest.approx(1.0)
+
+
+def test_the_run_report_has_a_share_over_time_chart_and_the_verdict(tmp_path: Path) -> None:
+    from cclab.report.run import render_run
+
+    html = render_run(cclab.run(mixed(30)), "bbr vs cubic")
+    assert "Share of the link over time" in html
+    assert "Steady state:" in html or "NOT CONVERGED" in html

@@ -147,8 +147,36 @@ def verdict_of(result: Any) -> SteadyState:
     """The verdict of a `RunResult` (its spec carries the window and the link's rate)."""
     spec = result.spec
     warmup_s = spec.get("warmup_ns", 0) / 1e9
+    if "duration_ns" not in spec or "rate_bps" not in spec.get("bottleneck", {}):
+        return SteadyState(warmup_s, None, None, None, None, reason="the spec names no duration or rate")  # type: ignore[arg-type]
     end_s = float(result.stats.get("simulated_s") or spec["duration_ns"] / 1e9)
     return verdict(result.flow_series, warmup_s=warmup_s, end_s=end_s, rate_bps=spec["bottleneck"]["rate_bps"], flows=result.flows)
+
+
+#: The rolling window of the share-over-time figure: a fraction of the run, at least 1 s.
+SHARE_WINDOW_FRACTION = 0.02
+MIN_SHARE_WINDOW_S = 1.0
+
+
+def link_shares_over_time(flow_series: pd.DataFrame, *, rate_bps: float, window_s: float) -> pd.DataFrame:
+    """Each flow's share of the link's goodput ceiling over a rolling `window_s` (trailing,
+    in whole samples): columns time_s, flow_id, share (0..1). Shares of the link, not of
+    the traffic, so a link the flows leave idle shows as shares summing below 1."""
+    series = flow_series[["time_s", "flow_id", "throughput_mbps"]].dropna()
+    if series.empty:
+        return pd.DataFrame({"time_s": [], "flow_id": [], "share": []})
+    interval_s = _interval_s(series) or window_s
+    samples = max(1, round(window_s / interval_s))
+    ceiling_mbps = rate_bps / 1e6 * GOODPUT_PER_LINE_RATE
+    wide = series.pivot_table(index="time_s", columns="flow_id", values="throughput_mbps", aggfunc="sum").sort_index()
+    # A flow not yet started (or finished) delivers nothing in that sample.
+    rolling = wide.fillna(0.0).rolling(samples, min_periods=1).mean() / ceiling_mbps
+    long = rolling.reset_index().melt(id_vars="time_s", var_name="flow_id", value_name="share")
+    return long.sort_values(["flow_id", "time_s"], kind="stable").reset_index(drop=True)
+
+
+def share_window_s(duration_s: float) -> float:
+    return max(MIN_SHARE_WINDOW_S, SHARE_WINDOW_FRACTION * duration_s)
 
 
 def not_converged_line(state: dict[str, Any] | None) -> str | None:
