@@ -207,3 +207,17 @@ def test_the_run_report_has_a_share_over_time_chart_and_the_verdict(tmp_path: Pa
     html = render_run(cclab.run(mixed(30)), "bbr vs cubic")
     assert "Share of the link over time" in html
     assert "Steady state:" in html or "NOT CONVERGED" in html
+
+
+def test_a_sweeps_flows_table_carries_the_window_and_the_verdict(tmp_path: Path) -> None:
+    from cclab.store import load_flows
+    from cclab.sweep import Sweep, run_sweep
+
+    sweep = Sweep.from_dict({"base": mixed(20, warmup_s=5), "axes": {"bottleneck.buffer": ["1bdp", "16bdp"]}})
+    run_sweep(sweep, tmp_path / "sweep", jobs=1, progress=False)
+    flows = load_flows(tmp_path / "sweep")
+    assert (flows["warmup_s"] == 5).all()
+    for column in ("steady_converged", "steady_share_drift_pts", "whole_run_goodput_mbps", "bottleneck_whole_run_utilization"):
+        assert column in flows.columns
+    assert flows["steady_share_drift_pts"].notna().all()
+    assert (flows["bytes_delivered"] < flows["whole_run_bytes_delivered"]).all()
