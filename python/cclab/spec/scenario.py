@@ -227,7 +227,9 @@ class Scenario(_Strict):
             "flows": flows,
             "flow_sample_interval_ns": _ns(self.output.flow_sample_interval_ms, 1e6),
             "queue_sample_interval_ns": _ns(self.output.queue_sample_interval_ms, 1e6),
-            "warmup_ns": _ns(self.output.warmup_s, 1e9),
+            # Only with a warm-up: a run without one keeps the config, and so the run key
+            # (sweep.run_key), it had before warm-ups existed; engines default it to 0.
+            **({"warmup_ns": _ns(self.output.warmup_s, 1e9)} if self.output.warmup_s > 0 else {}),
         }
 
 
