@@ -143,10 +143,16 @@ def verdict(
     )
 
 
+def warmup_s_of(result: Any) -> float:
+    """The warm-up a `RunResult` was measured after (`[output] warmup_s`; 0 without one):
+    series statistics that should match the result's metrics start there too."""
+    return float(result.spec.get("warmup_ns", 0)) / 1e9
+
+
 def verdict_of(result: Any) -> SteadyState:
     """The verdict of a `RunResult` (its spec carries the window and the link's rate)."""
     spec = result.spec
-    warmup_s = spec.get("warmup_ns", 0) / 1e9
+    warmup_s = warmup_s_of(result)
     if "duration_ns" not in spec or "rate_bps" not in spec.get("bottleneck", {}):
         return SteadyState(warmup_s, None, None, None, None, reason="the spec names no duration or rate")  # type: ignore[arg-type]
     end_s = float(result.stats.get("simulated_s") or spec["duration_ns"] / 1e9)

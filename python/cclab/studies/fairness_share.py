@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from cclab.analysis import fairness, queue, timeseries
+from cclab.analysis.steady import warmup_s_of
 from cclab.studies._manyflows import bdp_label, invalid_note, md_table, run_grid, verdict
 
 NAME = "fairness-share"
@@ -54,8 +55,8 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
     rows = []
     for _, run_row in grid.runs().iterrows():
         result = grid.run(run_row["run_key"])
-        shares = fairness.cc_shares(result.flows, rate_mbps=RATE_MBPS, duration_s=plan.duration_s - WARMUP_S).set_index("cc")
-        series = result.flow_series[result.flow_series["time_s"] > WARMUP_S]
+        shares = fairness.cc_shares(result.flows, rate_mbps=RATE_MBPS, duration_s=plan.duration_s - warmup_s_of(result)).set_index("cc")
+        series = result.flow_series[result.flow_series["time_s"] > warmup_s_of(result)]
         over_time = fairness.cc_shares_over_time(series, result.flows.set_index("flow_id")["cc"].astype(str), SHARE_WINDOW_S)
         q = fairness.share_quartiles(over_time).set_index("cc")
         rows.append(
