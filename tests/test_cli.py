@@ -39,6 +39,10 @@ BAD_SPECS = {
     "warmup_past_duration": (VALID_SPEC + "\n[output]\nwarmup_s = 7.5\n", "output.warmup_s: must be < duration_s (5) (got 7.5)"),
     "negative_warmup": (VALID_SPEC + "\n[output]\nwarmup_s = -1\n", "output.warmup_s: must be >= 0 (got -1)"),
     "toml_syntax": (edited("rate_mbps = 50", "rate_mbps 50"), "TOML syntax error"),
+    "unknown_aqm": (edited("loss = 0.0", 'loss = 0.0\naqm = "sfq"'), "bottleneck.aqm: must be one of"),
+    "aqm_param_of_another_aqm": (edited("loss = 0.0", 'loss = 0.0\naqm = "codel"\n[bottleneck.aqm_params]\ntupdate_ms = 10'), "bottleneck.aqm_params.tupdate_ms"),
+    "rate_past_a_terabit": (edited("rate_mbps = 50", "rate_mbps = 99999999999"), "bottleneck.rate_mbps: must be <= 1e+06"),
+    "zero_sample_interval": (VALID_SPEC + "\n[output]\nqueue_sample_interval_ms = 1e-9\n", "output.queue_sample_interval_ms: must be at least 1 ns"),
 }
 
 

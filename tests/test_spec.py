@@ -126,5 +126,28 @@ def test_the_four_bbr_flow_example_has_four_flows_and_a_byte_limited_queue() -> 
 def test_a_rate_or_rtt_too_small_for_whole_units_is_rejected() -> None:
     with pytest.raises(SpecError, match=r"^bottleneck\.rate_mbps: must be at least 1 bit/s"):
         Scenario.from_dict(scenario(bottleneck={"rate_mbps": 1e-9, "rtt_ms": 25, "buffer": "10pkt"}))
-    with pytest.raises(SpecError, match=r"^bottleneck\.rtt_ms: must be at least 1 ns"):
+    with pytest.raises(SpecError, match=r"^bottleneck\.rtt_ms: must be at least 0.001 \(1 us"):
         Scenario.from_dict(scenario(bottleneck={"rate_mbps": 100, "rtt_ms": 1e-9, "buffer": "10pkt"}))
+
+
+def test_links_past_physical_sense_are_refused_whatever_the_run_costs() -> None:
+    # A 1 ns RTT at 100 Gbit/s, a rate no link has, a path longer than TCP's timeouts.
+    with pytest.raises(SpecError, match=r"^bottleneck\.rtt_ms: must be at least 0.001"):
+        Scenario.from_dict(scenario(bottleneck={"rate_mbps": 100_000, "rtt_ms": 1e-6, "buffer": "10pkt"}))
+    with pytest.raises(SpecError, match=r"^bottleneck\.rate_mbps: must be <= 1e\+06"):
+        Scenario.from_dict(scenario(bottleneck={"rate_mbps": 99999999999, "rtt_ms": 20}))
+    with pytest.raises(SpecError, match=r"^bottleneck\.rtt_ms: must be <= 60000"):
+        Scenario.from_dict(scenario(bottleneck={"rate_mbps": 10, "rtt_ms": 1e5, "buffer": "10pkt"}))
+    with pytest.raises(SpecError, match=r"^flows\[0\]\.extra_rtt_ms: the flow's RTT must be <= 60000 ms"):
+        Scenario.from_dict(scenario(bottleneck={"rate_mbps": 10, "rtt_ms": 30_000, "buffer": "10pkt"}, flows=[{"cc": "cubic", "extra_rtt_ms": 40_000}]))
+    # The limits themselves are accepted.
+    Scenario.from_dict(scenario(bottleneck={"rate_mbps": 1_000_000, "rtt_ms": 0.001, "buffer": "10pkt"}))
+
+
+def test_a_duration_or_sample_interval_that_rounds_to_zero_nanoseconds_is_refused() -> None:
+    with pytest.raises(SpecError, match=r"^output\.flow_sample_interval_ms: must be at least 1 ns"):
+        Scenario.from_dict(scenario(output={"flow_sample_interval_ms": 1e-9}))
+    with pytest.raises(SpecError, match=r"^output\.queue_sample_interval_ms: must be at least 1 ns"):
+        Scenario.from_dict(scenario(output={"queue_sample_interval_ms": 1e-7}))
+    with pytest.raises(SpecError, match=r"^duration_s: must be at least 1 ns"):
+        Scenario.from_dict(scenario(duration_s=1e-10))

@@ -58,8 +58,13 @@ def test_kfoury2021_quick_covers_all_eight_experiments_with_every_bbr_version(tm
     for bbr in ("bbr", "bbr2", "bbr3"):
         assert (tmp_path / f"coexistence_heatmap_{bbr}.png").is_file()
         assert (tmp_path / f"many_cdf_{bbr}_loss1pct.svg").is_file()
-    assert (tmp_path / "aqm_fairness_bbr2.png").is_file() and (tmp_path / "loss_goodput_1bdp.png").is_file()
-    assert "FQ-CoDel w/ ECN" in text and "BBRv3" in text
+    assert (tmp_path / "loss_goodput_1bdp.png").is_file()
+    for bbr in ("bbr", "bbr2", "bbr3"):
+        assert (tmp_path / f"aqm_fairness_{bbr}.png").is_file()
+    aqm_section = text.split("## H.")[1].split("\n## ")[0]
+    for queue_name in ("tail drop", "RED", "CAKE", "FQ-CoDel", "FQ-CoDel w/ ECN"):
+        for bbr_label in ("BBRv1", "BBRv2", "BBRv3"):
+            assert re.search(rf"\| {bbr_label} \| \d+ {bbr_label} \+ \d+ CUBIC \| {re.escape(queue_name)} \|", aqm_section), (bbr_label, queue_name)
 
 
 def test_kfoury2021_refuses_the_kernel_engine_before_running_anything(tmp_path: Path) -> None:

@@ -3,10 +3,19 @@
 The contract is docs/ARCHITECTURE.md: a resolved config in, a result out, both JSON.
 """
 
-def run_json(config_json: str) -> str:
+from collections.abc import Callable
+
+def run_json(
+    config_json: str,
+    progress: Callable[[int, int], object] | None = None,
+    progress_interval_s: float = 0.2,
+) -> str:
     """Run one resolved scenario and return the result object as JSON text.
 
-    Raises ValueError when the config does not match the contract.
+    `progress(sim_now_ns, events_processed)` is called every `progress_interval_s` of wall
+    time; an exception it raises, or a pending Ctrl-C (KeyboardInterrupt, checked every
+    0.1 s), stops the run and propagates. Raises ValueError when the config does not match
+    the contract.
     """
     ...
 

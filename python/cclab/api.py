@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cclab.engines import get_engine
+from cclab.engines import budget, get_engine
+from cclab.engines.base import RunProgress
 from cclab.errors import CclabError
 from cclab.results import RunResult
 from cclab.spec import Scenario
@@ -27,10 +28,23 @@ def load(spec: Scenario | Mapping[str, Any] | str | os.PathLike[str]) -> Scenari
     return Scenario.from_toml(spec)
 
 
-def run(spec: Scenario | Mapping[str, Any] | str | os.PathLike[str], engine: str | None = None) -> RunResult:
-    """Run a scenario on `engine` (default: the spec's `engine`, itself "sim" by default)."""
+def run(
+    spec: Scenario | Mapping[str, Any] | str | os.PathLike[str],
+    engine: str | None = None,
+    *,
+    force: bool = False,
+    progress: RunProgress | None = None,
+) -> RunResult:
+    """Run a scenario on `engine` (default: the spec's `engine`, itself "sim" by default).
+
+    The run's cost is estimated first (`cclab.engines.budget`): past the soft limits it is
+    refused with `RunTooCostly` unless `force`. `progress(done_s, total_s)` is called as the
+    run advances (simulated seconds on the simulator, real ones on the kernel).
+    """
     scenario = load(spec)
-    return get_engine(engine or scenario.engine).run(scenario)
+    runner = get_engine(engine or scenario.engine)
+    budget.check(budget.estimate(scenario.resolve(), runner.name), force=force)
+    return runner.run(scenario, progress=progress)
 
 
 #: --until-steady without a cap: at most this many times the scenario's duration.
@@ -55,12 +69,16 @@ def run_until_steady(
     *,
     max_duration_s: float | None = None,
     engine: str | None = None,
-    progress: Callable[[str], None] | None = None,
+    force: bool = False,
+    progress: RunProgress | None = None,
+    notify: Callable[[str], None] | None = None,
 ) -> SteadyRun:
     """Run the scenario, doubling duration_s (same seed, same warm-up) until its steady-state
     verdict says converged or the next run would pass `max_duration_s` (default 16 times the
     scenario's duration; the last run is then exactly the cap). Simulator only: the kernel
-    engine runs in real time, where doubling a minute-long run is a person's decision."""
+    engine runs in real time, where doubling a minute-long run is a person's decision.
+    Each run is sized first as `run` sizes it (`force` lifts the soft limits); `progress`
+    follows each run, `notify` gets a line each time the duration doubles."""
     scenario = load(spec)
     name = engine or scenario.engine
     if name != "sim":
@@ -68,10 +86,9 @@ def run_until_steady(
     cap_s = max_duration_s if max_duration_s is not None else UNTIL_STEADY_DEFAULT_CAP_FACTOR * scenario.duration_s
     if cap_s < scenario.duration_s:
         raise CclabError(f"max_duration_s: must be >= the scenario's duration_s ({scenario.duration_s:g}) (got {cap_s:g})")
-    runner = get_engine(name)
     tried: list[float] = []
     while True:
-        result = runner.run(scenario)
+        result = run(scenario, name, force=force, progress=progress)
         tried.append(scenario.duration_s)
         state = result.steady_state or {}
         converged = state.get("converged")
@@ -80,10 +97,10 @@ def run_until_steady(
         if converged is True or ended_early or scenario.duration_s >= cap_s:
             break
         longer = min(2 * scenario.duration_s, cap_s)
-        if progress is not None:
+        if notify is not None:
             drift = state.get("share_drift_pts")
             moved = f"shares moved {drift:.1f} points" if drift is not None else state.get("reason", "not judged")
-            progress(f"until steady: {scenario.duration_s:g} s has not converged ({moved}); trying {longer:g} s")
+            notify(f"until steady: {scenario.duration_s:g} s has not converged ({moved}); trying {longer:g} s")
         scenario = scenario.model_copy(update={"duration_s": longer})
     result.provenance["until_steady"] = {"durations_s": tried, "settled_duration_s": tried[-1], "converged": converged}
     return SteadyRun(result=result, durations_s=tried, converged=converged)

@@ -59,17 +59,24 @@ def _fail(error: CclabError) -> NoReturn:
     raise typer.Exit(error.exit_code)
 
 
+ForceOption = Annotated[bool, typer.Option("--force", help="run even past the soft limits on estimated wall time and memory")]
+
+
 @app.command()
 def run(
     spec: SpecArgument,
     out: Annotated[Path | None, typer.Option("--out", help="result directory [default: out/<spec name>]")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="print the result as one JSON object on stdout")] = False,
     engine: Annotated[str | None, typer.Option(help=f"{' | '.join(ENGINE_NAMES)} [default: the spec's engine]")] = None,
+    force: ForceOption = False,
     until_steady: Annotated[bool, typer.Option("--until-steady", help="simulator: double duration_s (same seed) until the run converges")] = False,
     max_duration_s: Annotated[float | None, typer.Option("--max-duration-s", help="with --until-steady: the longest run [default: 16 x duration_s]")] = None,
 ) -> None:
     """Run a scenario and store its result (Parquet + JSON) and report.html."""
+    from cclab.api import run as run_scenario
     from cclab.api import run_until_steady
+    from cclab.engines import budget
+    from cclab.progress import SHOW_AFTER_S, RunProgressBar
     from cclab.report import write_run
 
     try:
@@ -77,16 +84,29 @@ def run(
             raise CclabError("--max-duration-s: only with --until-steady")
         scenario = load(spec)
         runner = get_engine(engine or scenario.engine)
-        _progress(f"running {spec} on the {runner.name} engine")
+        cost = budget.estimate(scenario.resolve(), runner.name)
+        budget.check(cost, force=force)
+        line = f"running {spec} on the {runner.name} engine"
+        if cost.wall_s > SHOW_AFTER_S:
+            line += f" (estimated at most {cost.wall_s:.0f} s)"
+        _progress(line)
+        with RunProgressBar(spec.stem) as bar:
+            if until_steady:
+                steady = run_until_steady(
+                    scenario, max_duration_s=max_duration_s, engine=runner.name, force=force, progress=bar, notify=_progress
+                )
+                result = steady.result
+            else:
+                result = run_scenario(scenario, runner.name, force=True, progress=bar)
         if until_steady:
-            steady = run_until_steady(scenario, max_duration_s=max_duration_s, engine=runner.name, progress=_progress)
-            result = steady.result
             _progress(f"until steady: settled on duration_s = {steady.settled_duration_s:g}" + ("" if steady.converged else " (the cap)"))
-        else:
-            result = runner.run(scenario)
         written = write_run(result, out if out is not None else Path("out") / spec.stem)
     except CclabError as error:
         _fail(error)
+    except KeyboardInterrupt:
+        # The result is written only once complete (atomically), so there is nothing to undo.
+        _progress("interrupted: nothing written")
+        raise typer.Exit(130) from None
     _progress(f"wrote {written}")
     warning = not_converged_line(result.steady_state)
     if warning is not None:
@@ -158,6 +178,7 @@ def sweep(
     jobs: Annotated[int | None, typer.Option(help="parallel runs [default: CPU count for sim, 1 for kernel]")] = None,
     executor: ExecutorOption = "local",
     address: AddressOption = None,
+    force: ForceOption = False,
 ) -> None:
     """Run every combination of a sweep's axes in parallel; rerun to resume."""
     from cclab.executor_choice import use_executor
@@ -165,7 +186,7 @@ def sweep(
 
     try:
         with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
-            report = run_sweep(sweep_file, out if out is not None else Path("out") / sweep_file.stem, engine=engine, jobs=jobs)
+            report = run_sweep(sweep_file, out if out is not None else Path("out") / sweep_file.stem, engine=engine, jobs=jobs, force=force)
     except CclabError as error:
         _fail(error)
     except SweepInterrupted as interrupt:

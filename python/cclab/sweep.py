@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from cclab.engines.base import ENGINE_NAMES
 from cclab.errors import SpecError
+from cclab.progress import SweepProgressBar
 from cclab.spec import EngineName, Scenario, _one_line, _show, read_toml
 
 if TYPE_CHECKING:
@@ -315,14 +316,18 @@ def run_sweep(
     jobs: int | None = None,
     progress: bool = True,
     executor: Executor | ExecutorChoice | None = None,
+    force: bool = False,
 ) -> SweepReport:
     """Run every run of the sweep not yet in `out_dir/runs/`, in parallel; see module doc.
 
     `executor`: where the runs go (an `ExecutorChoice`, e.g. Ray; default: the one set by
     `use_executor`, else this machine's processes), or an `Executor` to use once.
+    `force`: run even runs past the soft cost limits of `cclab.engines.budget`.
 
-    Raises SpecError (nothing written) for an invalid sweep and SweepInterrupted on Ctrl-C.
+    Raises SpecError or RunTooCostly (nothing written) for an invalid sweep or a run it would
+    refuse, and SweepInterrupted on Ctrl-C.
     """
+    from cclab.engines import budget
     from cclab.store import runs_dir
 
     started = time.perf_counter()
@@ -337,6 +342,10 @@ def run_sweep(
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecError(f"--out {out_dir}: exists and is not a directory")
+    # Every run is judged before the first starts: a grid with one runaway point is refused whole.
+    for spec in expansion.runs:
+        where = "run " + ", ".join(f"{axis}={value}" for axis, value in spec.axis_values.items()) if spec.axis_values else ""
+        budget.check(budget.estimate(spec.scenario.resolve(), spec.engine), force=force, where=where)
 
     runs_dir(out_dir).mkdir(parents=True, exist_ok=True)
     _write_manifest(out_dir, sweep, engine_label, expansion)
@@ -400,7 +409,7 @@ def run_planned(
             outcomes = executor.submit(tasks)
             if tasks:
                 report.jobs, report.where = min(executor.jobs, len(tasks)), executor.describe()
-            bar = _ProgressBar(len(tasks), name) if progress and tasks else None
+            bar = SweepProgressBar(len(tasks), name) if progress and tasks else None
             for outcome in outcomes:
                 if outcome.ok:
                     report.done += 1
@@ -464,37 +473,6 @@ def _write_manifest(out_dir: Path, sweep: Sweep, engine: str, expansion: Expansi
 def _append_failure(out_dir: Path, failure: dict[str, Any]) -> None:
     with open(out_dir / "failures.jsonl", "a", encoding="utf-8") as handle:
         handle.write(json.dumps(failure, allow_nan=False) + "\n")
-
-
-class _ProgressBar:
-    """A rich progress bar with ETA on stderr."""
-
-    def __init__(self, total: int, name: str) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[failed]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            # No refresh thread: the pool may need to fork workers again (after a worker
-            # died), and forking a process with threads is unsafe.
-            auto_refresh=False,
-        )
-        self._task = self._progress.add_task(name, total=total, failed="")
-        self._progress.start()
-
-    def advance(self, failed: int) -> None:
-        self._progress.update(self._task, advance=1, failed=f"{failed} failed" if failed else "")
-        self._progress.refresh()
-
-    def close(self) -> None:
-        self._progress.stop()
 
 
 # ---- helpers --------------------------------------------------------------------------------

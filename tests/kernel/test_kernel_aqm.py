@@ -4,6 +4,7 @@ own qdisc where this kernel has it, and nothing left behind."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -116,6 +117,61 @@ def test_an_ecn_cubic_flow_behind_codel_with_ecn_receives_ce_marks_instead_of_dr
     assert flow["ce_marks_received"] == bn["ce_marks"]
     assert sum(r["queue_series"]["ce_marks"]) <= bn["ce_marks"]
     assert bn["sojourn_p50_ms"] < 15.0
+
+
+AQM_BOTTLENECK_KEYS = ("aqm", "drops", "overflow_drops", "aqm_drops", "ce_marks", "drops_per_s", "ce_marks_per_s",
+                       "sojourn_mean_ms", "sojourn_p50_ms", "sojourn_p95_ms", "sojourn_p99_ms")  # fmt: skip
+AQM_FLOW_KEYS = ("ecn", "ce_marks_received", "aqm_drop_segments")
+
+
+def test_both_engines_report_the_queue_and_ecn_metrics_under_the_same_names(tbf_and_userspace_fifo: tuple) -> None:
+    # The fixture's scenario on the simulator; the kernel ran it on tbf and on the userspace FIFO.
+    sim = simulated(make_config(rate_bps=50_000_000, rtt_ns=20_000_000, queue_limit_bytes=125_000, duration_ns=6_000_000_000))
+    for kernel in tbf_and_userspace_fifo:
+        for key in AQM_BOTTLENECK_KEYS:
+            assert key in kernel["bottleneck"] and key in sim["bottleneck"], key
+            assert type(kernel["bottleneck"][key]) is type(sim["bottleneck"][key]) or {type(kernel["bottleneck"][key]), type(sim["bottleneck"][key])} <= {int, float}, key
+        for key in AQM_FLOW_KEYS:
+            assert key in kernel["flows"][0] and key in sim["flows"][0], key
+        assert "ce_marks" in kernel["queue_series"] and "ce_marks" in sim["queue_series"]
+        # The per-second rates are the totals over the run.
+        for result in (kernel, sim):
+            bn = result["bottleneck"]
+            duration_s = max(f["end_s"] for f in result["flows"])
+            assert bn["drops_per_s"] == pytest.approx(bn["drops"] / duration_s, rel=0.05)
+
+
+def simulated(config: dict) -> dict:
+    """The same resolved config on the simulator (without the kernel engine's path choice)."""
+    from cclab import _sim
+
+    return json.loads(_sim.run_json(json.dumps({k: v for k, v in config.items() if k != "aqm_implementation"})))
+
+
+def bufferbloat_config(aqm_config: dict, implementation: str | None = None, duration_ns: int = 20_000_000_000) -> dict:
+    config = make_config(rate_bps=BLOAT_RATE_BPS, rtt_ns=BLOAT_RTT_NS, queue_limit_bytes=BLOAT_BUFFER_BYTES,
+                         duration_ns=duration_ns)  # fmt: skip
+    return with_aqm(config, aqm_config, implementation)
+
+
+@pytest.mark.skipif(userspace_lacks("fq_codel") is not None, reason="the userspace bottleneck has no fq_codel")
+def test_fq_codel_cures_the_bufferbloat_of_tail_drop_on_real_tcp_and_the_simulator_agrees(bufferbloat_fifo: dict) -> None:
+    # fq_codel settles within a second: 10 s is plenty (the FIFO fixture needs 20 s to fill 10 BDP).
+    fq_seconds_ns = 10_000_000_000
+    fq = run_valid(bufferbloat_config(resolved("fq_codel"), aqm.CCLAB, fq_seconds_ns))
+    assert fq["validity"]["valid"], fq["validity"]["reasons"]
+    assert fq["provenance"]["aqm"] == {**fq["provenance"]["aqm"], "kind": "fq_codel", "implementation": "cclab"}
+    # The contrast on real TCP: hundreds of ms behind tail drop, a few ms behind fq_codel.
+    assert bufferbloat_fifo["bottleneck"]["sojourn_p50_ms"] >= 100.0
+    assert fq["bottleneck"]["sojourn_p50_ms"] <= 15.0
+    assert fq["bottleneck"]["aqm_drops"] > 0
+    # The simulator, on the same config: goodput within 10%, median queueing delay within 2 ms or 25%.
+    for kernel, aqm_config, duration_ns in ((bufferbloat_fifo, {"kind": "fifo"}, 20_000_000_000), (fq, resolved("fq_codel"), fq_seconds_ns)):
+        sim = simulated(bufferbloat_config(aqm_config, duration_ns=duration_ns))
+        g_kernel, g_sim = kernel["flows"][0]["goodput_mbps"], sim["flows"][0]["goodput_mbps"]
+        assert abs(g_sim - g_kernel) <= 0.10 * g_kernel, (aqm_config["kind"], g_kernel, g_sim)
+        d_kernel, d_sim = kernel["bottleneck"]["sojourn_p50_ms"], sim["bottleneck"]["sojourn_p50_ms"]
+        assert abs(d_sim - d_kernel) <= max(2.0, 0.25 * d_kernel), (aqm_config["kind"], d_kernel, d_sim)
 
 
 def test_a_flow_without_ecn_does_not_negotiate_it_beside_one_that_does(tbf_and_userspace_fifo: tuple) -> None:

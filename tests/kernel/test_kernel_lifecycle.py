@@ -136,3 +136,20 @@ def test_preflight_refuses_what_it_cannot_run_faithfully_in_one_line(change: dic
     assert "\n" not in info.value.line
     assert kernel_netns.list_cclab_namespaces() == before
     assert BASE_CONFIG["bottleneck"]["rate_bps"] == 50_000_000  # the shared base is untouched
+
+
+def test_a_kernel_run_reports_its_progress_in_real_seconds_up_to_its_duration() -> None:
+    import cclab
+    import cclab.api
+
+    seen: list[tuple[float, float]] = []
+    scenario = cclab.api.load({"duration_s": 3, "bottleneck": {"rate_mbps": 50, "rtt_ms": 20}, "flows": [{"cc": "cubic"}]})
+    started = time.monotonic()
+    cclab.run(scenario, "kernel", progress=lambda done_s, total_s: seen.append((done_s, total_s)))
+    wall_s = time.monotonic() - started
+    done = [d for d, _ in seen]
+    assert {t for _, t in seen} == {3.0}
+    # Once a second while running: from the start to the end of the 3 s, never backwards.
+    assert len(done) >= 3 and done == sorted(done)
+    assert done[0] <= 1.0 and done[-1] >= 2.0
+    assert done[-1] <= wall_s

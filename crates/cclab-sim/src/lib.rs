@@ -43,15 +43,27 @@ pub const FULL_FRAME_BYTES: u32 = MSS_BYTES + FRAME_OVERHEAD_BYTES;
 
 /// Runs a scenario to completion.
 pub fn run(config: SimConfig) -> Result<SimResult, String> {
+    run_observed(config, |_, _| true)
+}
+
+/// Runs a scenario, handing `observe(now, events_processed)` control every
+/// `sim::OBSERVE_EVERY_EVENTS` events (progress, Ctrl-C); `false` stops it with
+/// `Err(sim::INTERRUPTED)`.
+pub fn run_observed(config: SimConfig, observe: impl FnMut(cc::SimTime, u64) -> bool) -> Result<SimResult, String> {
     let wall_start = std::time::Instant::now();
     let mut sim = Simulation::new(config)?;
-    sim.run()?;
+    sim.run_observed(observe)?;
     Ok(SimResult::from_simulation(sim, wall_start.elapsed().as_secs_f64()))
 }
 
 /// JSON in, JSON out: the contract the Python layer and the kernel engine share.
 pub fn run_json(config_json: &str) -> Result<String, String> {
+    run_json_observed(config_json, |_, _| true)
+}
+
+/// `run_json` with an observer, as `run_observed`.
+pub fn run_json_observed(config_json: &str, observe: impl FnMut(cc::SimTime, u64) -> bool) -> Result<String, String> {
     let config: SimConfig = serde_json::from_str(config_json).map_err(|e| format!("invalid simulator config: {e}"))?;
-    let result = run(config)?;
+    let result = run_observed(config, observe)?;
     serde_json::to_string(&result).map_err(|e| e.to_string())
 }

@@ -24,6 +24,11 @@ pub const MIN_ACCESS_RATE: Bandwidth = Bandwidth::from_mbps(10_000);
 pub const ACCESS_RATE_FACTOR: u64 = 10;
 /// The qdisc's random stream (RED, PIE), apart from the loss and CC streams.
 const QDISC_RNG_STREAM: u64 = 1 << 32;
+/// How often `run_observed` hands control to its observer: at tens of millions of
+/// events per second this is a few hundred times a second, cheap against the events.
+pub const OBSERVE_EVERY_EVENTS: u64 = 1 << 14;
+/// The error of a run its observer stopped.
+pub const INTERRUPTED: &str = "interrupted";
 
 /// The flow's `skb_get_hash`: its id through a fixed mixer (MurmurHash3's
 /// fmix32 finaliser), so hashed queues collide as rarely as for real 5-tuples.
@@ -201,6 +206,14 @@ impl Simulation {
     }
 
     pub fn run(&mut self) -> Result<(), String> {
+        self.run_observed(|_, _| true)
+    }
+
+    /// Runs like `run`, calling `observe(now, events_processed)` every
+    /// `OBSERVE_EVERY_EVENTS` events; a `false` from it stops the run with
+    /// `Err(INTERRUPTED)`. The caller decides what to watch (wall clock, signals,
+    /// progress): the simulation itself never reads a clock.
+    pub fn run_observed(&mut self, mut observe: impl FnMut(SimTime, u64) -> bool) -> Result<(), String> {
         while let Some(t) = self.queue.peek_time() {
             if t > self.end_time {
                 break;
@@ -208,6 +221,10 @@ impl Simulation {
             let (now, event) = self.queue.pop().expect("peeked");
             self.now = now;
             self.handle(event);
+            let processed = self.queue.processed();
+            if processed % OBSERVE_EVERY_EVENTS == 0 && !observe(now, processed) {
+                return Err(INTERRUPTED.into());
+            }
             if self.check_invariants {
                 for f in &self.flows {
                     f.sender.check_invariants()?;

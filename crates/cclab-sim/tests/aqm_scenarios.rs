@@ -2,7 +2,9 @@
 //! and what an ECN-capable CUBIC flow sees behind them (RFC 3168).
 
 mod common;
+use cclab_sim::aqm::cake::{CakeConfig, FlowMode};
 use cclab_sim::aqm::codel::CodelConfig;
+use cclab_sim::aqm::pie::PieConfig;
 use cclab_sim::aqm::fq_codel::FqCodelConfig;
 use cclab_sim::aqm::AqmConfig;
 use cclab_sim::config::SimConfig;
@@ -58,6 +60,33 @@ fn codel_and_fq_codel_cut_a_bloated_fifos_queueing_delay_to_milliseconds_and_kee
         assert!(b.aqm_drops > 0 && b.overflow_drops == 0, "{name}: aqm {} overflow {}", b.aqm_drops, b.overflow_drops);
         assert_eq!(b.drops, b.aqm_drops + b.overflow_drops);
         assert_eq!(r.flows[0].aqm_drop_segments, b.aqm_drops);
+    }
+}
+
+#[test]
+fn cake_holds_the_bloated_queue_near_its_5ms_target_and_pie_near_its_15ms_target_at_a_busy_link() {
+    // tc's defaults: CAKE's target is rtt / 20 = 5 ms (rtt 100 ms); PIE's target 15 ms,
+    // tupdate 15 ms, limit 1000, alpha 2, beta 20 (sch_pie.c pie_params_init).
+    let cake = AqmConfig::Cake(CakeConfig { rtt_ns: 100_000_000, target_ns: 5_000_000, flow_mode: FlowMode::TripleIsolate, memory_limit_bytes: None, ecn: true });
+    let pie = AqmConfig::Pie(PieConfig {
+        target_ns: 15_000_000,
+        tupdate_ns: 15_000_000,
+        limit_packets: 1000,
+        alpha: 2,
+        beta: 20,
+        ecn: false,
+        bytemode: false,
+        dq_rate_estimator: false,
+    });
+    for (name, aqm, low_ms, high_ms) in [("cake", cake, 0.0, 15.0), ("pie", pie, 7.5, 22.5)] {
+        let r = bufferbloat(aqm);
+        let b = &r.bottleneck;
+        let p50 = b.sojourn_p50_ms.unwrap();
+        eprintln!("{name}: sojourn p50 {p50:.2} ms, utilisation {:.3}, aqm drops {}", b.utilization, b.aqm_drops);
+        assert_eq!(b.aqm, name);
+        assert!((low_ms..=high_ms).contains(&p50), "{name}: sojourn p50 {p50} ms");
+        assert!(b.utilization >= 0.85, "{name}: utilisation {}", b.utilization);
+        assert!(b.aqm_drops > 0 && b.overflow_drops == 0, "{name}: aqm {} overflow {}", b.aqm_drops, b.overflow_drops);
     }
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cclab.errors import EngineUnavailable
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
     from cclab.spec import Scenario
 
 
+#: `progress(done_s, total_s)`: how far a run is, in its own seconds (simulated or real).
+RunProgress = Callable[[float, float], None]
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str
@@ -29,7 +34,7 @@ class Engine(Protocol):
     #: produced by another version of the model.
     model_version: str
 
-    def run(self, scenario: Scenario) -> RunResult: ...
+    def run(self, scenario: Scenario, progress: RunProgress | None = None) -> RunResult: ...
 
 
 # name -> (module, class); the class is constructed without arguments.

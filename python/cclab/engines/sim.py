@@ -9,6 +9,7 @@ from cclab.errors import EngineError, EngineUnavailable
 from cclab.results import RunResult
 
 if TYPE_CHECKING:
+    from cclab.engines.base import RunProgress
     from cclab.spec import Scenario
 
 
@@ -23,7 +24,8 @@ class SimEngine:
             raise EngineUnavailable(f"sim engine: the Rust extension is not built ({error}); run `make install`") from None
         return f"sim-{_sim.model_version()}"
 
-    def run(self, scenario: Scenario) -> RunResult:
+    def run(self, scenario: Scenario, progress: RunProgress | None = None) -> RunResult:
+        """Ctrl-C stops the simulation within a tenth of a second (KeyboardInterrupt)."""
         config = scenario.resolve()
         try:
             from cclab import _sim
@@ -32,7 +34,9 @@ class SimEngine:
         if not hasattr(_sim, "run_json"):
             raise EngineUnavailable("sim engine: cclab._sim has no run_json; rebuild it with `make install`")
         try:
-            output = _sim.run_json(json.dumps(config))
+            total_s = config["duration_ns"] / 1e9
+            observer = None if progress is None else (lambda now_ns, _events: progress(now_ns / 1e9, total_s))
+            output = _sim.run_json(json.dumps(config), observer)
         except (ValueError, RuntimeError) as error:
             raise EngineError(f"sim engine: {error}") from None
         try:

@@ -27,11 +27,27 @@ BBR_DEFAULT_PROBE_BW_GAIN = 1.25
 # A guard against a typo that would build millions of flows, not a simulator limit.
 MAX_FLOWS_PER_ENTRY = 10_000
 
+# Past physical sense, refused always (a run's cost is judged apart, in engines/budget.py):
+# - 1 Tbit/s: above the fastest Ethernet there is (800GBASE), and where a full frame's
+#   serialization (12 ns) still spans a dozen ticks of the engines' 1 ns clock; much
+#   faster and frames would leave in zero time.
+MAX_RATE_MBPS = 1_000_000
+# - 1 us: one NIC-to-NIC hop across a switch already takes more; below it the "path" is
+#   shorter than a frame's own serialization at any rate cclab accepts under 12 Gbit/s.
+MIN_RTT_MS = 0.001
+# - 60 s: half of Linux's TCP_RTO_MAX (120 s, include/net/tcp.h); a longer path would time
+#   out every segment before its ACK could return, and the handshake before its SYN-ACK.
+MAX_RTT_MS = 60_000
+
 # "bbr" is BBRv1 (Linux's tcp_bbr.c); "bbr1" names it explicitly and resolves to "bbr".
 # "bbr2" is google/bbr's v2alpha, "bbr3" its v3 (draft-ietf-ccwg-bbr).
 CongestionControl = Literal["reno", "cubic", "bbr", "bbr1", "bbr2", "bbr3"]
 CC_ALIASES = {"bbr1": "bbr"}
 EngineName = Literal["sim", "kernel"]
+
+
+def _ns(value: float, ns_per_unit: float) -> int:
+    return round(value * ns_per_unit)
 
 
 def _check_size(text: str) -> str:
@@ -83,8 +99,12 @@ class Bottleneck(_Strict):
         # Engines count in whole bits per second and nanoseconds.
         if self.rate_bps < 1:
             raise FieldError(("rate_mbps",), f"must be at least 1 bit/s (got {self.rate_mbps!r})")
-        if self.rtt_ns < 1:
-            raise FieldError(("rtt_ms",), f"must be at least 1 ns (got {self.rtt_ms!r})")
+        if self.rate_mbps > MAX_RATE_MBPS:
+            raise FieldError(("rate_mbps",), f"must be <= {MAX_RATE_MBPS:g} (1 Tbit/s, past any real link) (got {self.rate_mbps!r})")
+        if self.rtt_ms < MIN_RTT_MS:
+            raise FieldError(("rtt_ms",), f"must be at least {MIN_RTT_MS:g} (1 us, one switch hop) (got {self.rtt_ms!r})")
+        if self.rtt_ms > MAX_RTT_MS:
+            raise FieldError(("rtt_ms",), f"must be <= {MAX_RTT_MS:g} (60 s, half of TCP's longest timeout) (got {self.rtt_ms!r})")
         size = parse_size(self.buffer)
         limit_bytes = size.bytes_for(self.rate_bps, self.rtt_ns)
         if limit_bytes < FRAME_BYTES:
@@ -141,6 +161,14 @@ class Output(_Strict):
     # STARTUP, deep buffers filling) otherwise weigh on every average.
     warmup_s: float = Field(default=0.0, ge=0, description="metrics cover [warmup_s, end]")
 
+    @model_validator(mode="after")
+    def _whole_nanoseconds(self) -> Self:
+        # A 0 ns sampling interval would sample forever at one instant.
+        for name in ("flow_sample_interval_ms", "queue_sample_interval_ms"):
+            if _ns(getattr(self, name), 1e6) < 1:
+                raise FieldError((name,), f"must be at least 1 ns (got {getattr(self, name)!r})")
+        return self
+
 
 def read_toml(path: Path, *, what: str | None = None) -> dict[str, Any]:
     """A TOML file as a dict; any problem is one SpecError line naming the file (and `what` it is)."""
@@ -169,7 +197,14 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _flows_start_within_run(self) -> Self:
+        if _ns(self.duration_s, 1e9) < 1:
+            raise FieldError(("duration_s",), f"must be at least 1 ns (got {self.duration_s!r})")
         for index, flow in enumerate(self.flows):
+            if self.bottleneck.rtt_ms + flow.extra_rtt_ms > MAX_RTT_MS:
+                raise FieldError(
+                    ("flows", index, "extra_rtt_ms"),
+                    f"the flow's RTT must be <= {MAX_RTT_MS:g} ms (60 s, half of TCP's longest timeout) (got {self.bottleneck.rtt_ms:g} + {flow.extra_rtt_ms:g})",
+                )
             if flow.start_s >= self.duration_s:
                 raise FieldError(
                     ("flows", index, "start_s"),
@@ -231,10 +266,6 @@ class Scenario(_Strict):
             # (sweep.run_key), it had before warm-ups existed; engines default it to 0.
             **({"warmup_ns": _ns(self.output.warmup_s, 1e9)} if self.output.warmup_s > 0 else {}),
         }
-
-
-def _ns(value: float, ns_per_unit: float) -> int:
-    return round(value * ns_per_unit)
 
 
 # ---- turning a pydantic ValidationError into one line -------------------------------------

@@ -22,6 +22,7 @@ from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.preflight import preflight
 
 if TYPE_CHECKING:
+    from cclab.engines.base import RunProgress
     from cclab.results import RunResult
     from cclab.spec import Scenario
 
@@ -42,9 +43,15 @@ class KernelEngine:
     #: 6: no cc_mode for samples taken before iperf3 switched the socket to the flow's CC.
     model_version = "kernel-6"
 
-    def run(self, scenario: Scenario) -> RunResult:
+    def run(self, scenario: Scenario, progress: RunProgress | None = None) -> RunResult:
         from cclab.results import RunResult
 
         config = scenario.resolve()
-        result = run(config)
+
+        def report(phase: dict) -> None:
+            # The engine reports phases; the bar counts the real seconds of the "running" one.
+            if progress is not None and phase.get("phase") == "running":
+                progress(phase.get("elapsed_s", 0.0), phase["total_s"])
+
+        result = run(config, progress=report)
         return RunResult.from_engine_output(result, spec=config, engine=self.name)

@@ -9,7 +9,7 @@ bottleneck. Eight experiments, one module each group:
 - `delay`: D. retransmission rate vs number of flows in a 0.02 BDP buffer; E. queueing delay
   with 2-50 flows in a 10 BDP buffer; F. completion time of 50 CUBIC + 50 BBR flows;
 - `loss_aqm`: G. one flow's throughput and retransmissions vs random loss; H. fairness of
-  BBRv2 and CUBIC mixes behind tail drop, CAKE, FQ-CoDel and FQ-CoDel with ECN.
+  BBRv1, v2 and v3 mixed with CUBIC behind tail drop, RED, CAKE, FQ-CoDel and FQ-CoDel with ECN.
 
 The slides run 300 s per experiment; we run 60 s (F: until the flows finish, up to 240 s).
 The summary opens with the slides' BBRv2 findings beside ours, a verdict each.

@@ -13,9 +13,14 @@ from cclab.studies._manyflows import Grid, bdp_label, invalid_note, md_table, ru
 from cclab.studies.kfoury2021.plan import ALL_CCS, RATE_MBPS, Finding, Plan, buffer_bdp, label, link
 
 #: H's queue disciplines as the slides name them; "FQ-CoDel w/ ECN" is fq_codel (ECN on, tc's
-#: default) with ECN-capable senders.
-AQM_VARIANTS = {"tail drop": ("fifo", False), "CAKE": ("cake", False), "FQ-CoDel": ("fq_codel", False), "FQ-CoDel w/ ECN": ("fq_codel", True)}
-AQM_BBRS = ("bbr2", "bbr3")
+#: default) with ECN-capable senders. RED is not in the slides: it is the classic AQM without
+#: flow queues (tc's defaults, drops), the contrast that tells flow isolation from early drops.
+AQM_VARIANTS = {
+    "tail drop": ("fifo", False), "RED": ("red", False), "CAKE": ("cake", False),
+    "FQ-CoDel": ("fq_codel", False), "FQ-CoDel w/ ECN": ("fq_codel", True),
+}  # fmt: skip
+#: BBRv1 beside the slides' BBRv2, and BBRv3.
+AQM_BBRS = ("bbr", "bbr2", "bbr3")
 
 
 def loss_sweep(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]:
@@ -114,19 +119,28 @@ def aqm_fairness(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding
     jain = frame[frame.x_bbr == "bbr2"].groupby("queue")["Jain"].mean()
     better = bool(jain.get("FQ-CoDel", np.nan) > jain.get("tail drop", np.nan) and jain.get("CAKE", np.nan) > jain.get("tail drop", np.nan)) if not jain.empty else None
     ours = ", ".join(f"{name} {jain.get(name, np.nan):.2f}" for name in AQM_VARIANTS)
+    isolation = bool(jain.get("FQ-CoDel", np.nan) > jain.get("RED", np.nan)) if not jain.empty else None
+    by_bbr = frame.groupby(["BBR", "queue"])["Jain"].mean()
+    per_version = "; ".join(
+        f"{label(bbr)}: " + ", ".join(f"{name} {by_bbr.get((label(bbr), name), np.nan):.2f}" for name in AQM_VARIANTS) for bbr in AQM_BBRS
+    )
     fmt = {"Jain": ".3f", "BBR Mbit/s per flow": ".1f", "CUBIC Mbit/s per flow": ".1f", "BBR share": ".2f", "utilization": ".3f",
            "sojourn p50 ms": ".1f", "retrans %": ".2f"}  # fmt: skip
     columns = ["BBR", "mix", "queue", "Jain", "BBR Mbit/s per flow", "CUBIC Mbit/s per flow", "BBR share", "utilization", "sojourn p50 ms", "retrans %"]
     findings = [
         Finding("H. AQMs and fairness", "Flow-queueing AQMs (FQ-CoDel, CAKE) make BBRv2 and CUBIC mixes fairer than tail drop",
                 f"mean Jain over the BBRv2 mixes: {ours}", better),
+        Finding("H. AQMs and fairness", "(not in the slides) RED drops early but keeps one queue for all flows, so it should not "
+                "isolate BBRv2 from CUBIC as FQ-CoDel does", f"mean Jain over the BBRv2 mixes: RED {jain.get('RED', np.nan):.2f}, "
+                f"FQ-CoDel {jain.get('FQ-CoDel', np.nan):.2f}", isolation),
     ]  # fmt: skip
     text = (
-        f"\n## H. BBRv2/v3 and CUBIC mixes behind tail drop, CAKE, FQ-CoDel and FQ-CoDel with ECN (1 Gbit/s, 20 ms, {plan.aqm_buffer_bdp:g} BDP)\n\n"
+        f"\n## H. BBRv1/v2/v3 and CUBIC mixes behind tail drop, RED, CAKE, FQ-CoDel and FQ-CoDel with ECN (1 Gbit/s, 20 ms, {plan.aqm_buffer_bdp:g} BDP)\n\n"
         f"{md_table(frame.to_dict('records'), columns, fmt)}\n{invalid_note(grid, kw['include_invalid'])}\n"
-        f"- Mean Jain's index over the BBRv2 mixes: {ours}.\n"
+        f"- Mean Jain's index over the mixes: {per_version}.\n"
         "- The slides do not give the buffer; we use the one above as every queue's hard limit. CAKE runs at its "
-        "defaults (triple-isolate, 100 ms rtt) behind the bottleneck's shaper.\n"
-        "- Figures: `aqm_fairness_{bbr2,bbr3}.png|svg`.\n"
+        "defaults (triple-isolate, 100 ms rtt) behind the bottleneck's shaper; RED at tc's defaults for this buffer "
+        "(max = buffer/4, min = max/3, probability 2%), dropping.\n"
+        "- Figures: `aqm_fairness_{bbr,bbr2,bbr3}.png|svg`.\n"
     )
     return text, findings
