@@ -130,7 +130,12 @@ impl SimResult {
         let zero = Snapshot::zero(sim.flows.len());
         // Without a warm-up the window is the whole run, computed by the same code from
         // the same zero snapshot: bit-identical to it.
-        let from = sim.warmup.clone().unwrap_or_else(|| zero.clone());
+        let from = match &sim.warmup {
+            Some(snapshot) => snapshot.clone(),
+            None if sim.config.warmup_ns == 0 => zero.clone(),
+            // Every flow finished before the warm-up ended: the window is empty.
+            None => Snapshot::take(&sim),
+        };
         let mut flows = Vec::with_capacity(sim.flows.len());
         for (i, f) in sim.flows.iter().enumerate() {
             let start_s = f.start.as_nanos() as f64 / 1e9;

@@ -62,3 +62,18 @@ fn a_warmup_at_or_past_the_duration_is_refused() {
     let error = cclab_sim::run(cfg).err().expect("refused");
     assert!(error.contains("warmup_ns"), "{error}");
 }
+
+#[test]
+fn a_run_whose_flows_all_finish_before_the_warmup_ends_has_an_empty_window() {
+    let mut finite = flow(0, "cubic");
+    finite.size_bytes = Some(1_000_000);
+    let mut cfg = config(20, 20, bdp_bytes(20, 20), 0.0, 10, vec![finite]);
+    cfg.warmup_ns = 8 * S;
+    let r = run(cfg);
+    let json = as_json(&r);
+    assert!(r.flows[0].completed);
+    assert_eq!(r.flows[0].bytes_delivered, 0);
+    assert_eq!(r.flows[0].goodput_mbps, 0.0);
+    assert_eq!(json["flows"][0]["whole_run_bytes_delivered"].as_u64(), Some(1_000_000));
+    assert_eq!(r.bottleneck.utilization, 0.0);
+}

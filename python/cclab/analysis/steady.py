@@ -107,6 +107,8 @@ def verdict(
     if flows is not None and "completed" in flows.columns:
         done = set(flows.loc[flows["completed"].astype(bool), "flow_id"])
         series = series[~series["flow_id"].isin(done)]
+    if window_s <= 0:
+        return SteadyState(**base, converged=None, share_drift_pts=None, utilization_drift_pts=None, reason="the run ended before its warm-up")
     if series.empty:
         return SteadyState(**base, converged=None, share_drift_pts=None, utilization_drift_pts=None, reason="no flow runs to the end")
     before = _quarter(series, end_s - 2 * quarter_s, end_s - quarter_s)
