@@ -221,3 +221,17 @@ def test_a_sweeps_flows_table_carries_the_window_and_the_verdict(tmp_path: Path)
         assert column in flows.columns
     assert flows["steady_share_drift_pts"].notna().all()
     assert (flows["bytes_delivered"] < flows["whole_run_bytes_delivered"]).all()
+
+
+def test_the_interactive_gain_heatmap_names_cells_that_had_not_converged(tmp_path: Path) -> None:
+    from cclab.report.documents import gain_heatmaps
+
+    table = pd.DataFrame(
+        {"rate_mbps": [10, 20], "rtt_ms": [10, 10], "buffer_bytes": [100_000, 100_000], "gain_pct": [25.0, -10.0],
+         "goodput_mbps_bbr": [5.0, 9.0], "goodput_mbps_cubic": [4.0, 10.0], "transient": [True, False]}
+    )  # fmt: skip
+    table.to_csv(tmp_path / "goodput.csv", index=False)
+    chart = gain_heatmaps(tmp_path / "goodput.csv")[0]
+    assert "1 cells not converged" in chart["layout"]["title"]["text"]
+    hover = [row[0] for row in chart["data"][0]["customdata"]]
+    assert "not converged" in hover[0] and "not converged" not in hover[1]
