@@ -187,6 +187,12 @@ def share_window_s(duration_s: float) -> float:
     return max(MIN_SHARE_WINDOW_S, SHARE_WINDOW_FRACTION * duration_s)
 
 
+def steady_label(state: dict[str, Any] | None) -> str:
+    """A table cell for a run's verdict: "yes", "no (transient)" or "not judged"."""
+    converged = (state or {}).get("converged")
+    return "not judged" if converged is None else ("yes" if converged else "no (transient)")
+
+
 def not_converged_line(state: dict[str, Any] | None) -> str | None:
     """The one line `cclab run` prints on stderr for a run that did not settle, else None."""
     if not state or state.get("converged") is not False:

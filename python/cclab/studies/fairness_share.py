@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from cclab.analysis import fairness, queue, timeseries
-from cclab.analysis.steady import warmup_s_of
+from cclab.analysis.steady import steady_label, warmup_s_of
 from cclab.studies._manyflows import bdp_label, invalid_note, md_table, run_grid, verdict
 
 NAME = "fairness-share"
@@ -70,6 +70,7 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
                 "CUBIC Mbit/s": float(shares.loc["cubic", "goodput_mbps"]),
                 "utilization": result.bottleneck["utilization"],
                 "queue p50 BDP": result.bottleneck["queue_p50_bytes"] / queue.bdp_bytes(RATE_MBPS * 1e6, RTT_MS / 1e3),
+                "converged": steady_label(result.steady_state),
             }
         )
     frame = pd.DataFrame(rows).sort_values("buffer_bdp").reset_index(drop=True)
@@ -98,9 +99,9 @@ def _crossing_bdp(frame: pd.DataFrame) -> float | None:
 
 
 def _summary(frame: pd.DataFrame, plan: Plan, quick: bool, engine: str) -> str:
-    fmt = {c: ".2f" for c in frame.columns}
+    fmt = {c: ".2f" for c in frame.columns if c != "converged"}
     fmt.update({"buffer_bdp": "g", "BBR Mbit/s": ".1f", "CUBIC Mbit/s": ".1f", "utilization": ".3f"})
-    columns = ["buffer_bdp", "BBR share", "CUBIC share", "BBR p25", "BBR p75", "BBR Mbit/s", "CUBIC Mbit/s", "utilization", "queue p50 BDP"]
+    columns = ["buffer_bdp", "BBR share", "CUBIC share", "BBR p25", "BBR p75", "BBR Mbit/s", "CUBIC Mbit/s", "utilization", "queue p50 BDP", "converged"]
     shallow, deep = frame.iloc[0], frame.iloc[-1]
     bbr_shallow = bool(shallow["BBR share"] > 0.5)
     cubic_deep = bool(deep["CUBIC share"] > 0.5)
