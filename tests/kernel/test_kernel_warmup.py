@@ -31,3 +31,20 @@ def test_kernel_metrics_cover_the_window_after_the_warmup_and_keep_the_whole_run
     assert link["utilization"] > 0.9
     assert link["drops"] <= link["whole_run_drops"]
     assert sum(f["queue_drop_segments"] for f in warm["flows"]) <= link["whole_run_drops"]
+
+
+def test_both_engines_name_the_window_and_the_whole_run_alike(warm: dict) -> None:
+    import json
+
+    from cclab import _sim
+    from cclab.engines.kernel import window
+
+    config = make_config([{"cc": "cubic"}, {"cc": "cubic"}], rate_bps=20_000_000, queue_limit_bytes=50_000, duration_ns=6_000_000_000)
+    config["warmup_ns"] = 2_000_000_000
+    sim = json.loads(_sim.run_json(json.dumps(config)))
+    for table, names in (("flows", window.FLOW_METRICS), ("bottleneck", window.BOTTLENECK_METRICS)):
+        kernel_row = warm[table][0] if table == "flows" else warm[table]
+        sim_row = sim[table][0] if table == "flows" else sim[table]
+        for name in names:
+            assert name in kernel_row and f"whole_run_{name}" in kernel_row, (table, name)
+            assert name in sim_row and f"whole_run_{name}" in sim_row, (table, name)
