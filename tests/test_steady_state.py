@@ -235,3 +235,17 @@ def test_the_interactive_gain_heatmap_names_cells_that_had_not_converged(tmp_pat
     assert "1 cells not converged" in chart["layout"]["title"]["text"]
     hover = [row[0] for row in chart["data"][0]["customdata"]]
     assert "not converged" in hover[0] and "not converged" not in hover[1]
+
+
+def test_reproduce_ends_a_study_summary_with_its_steady_state_count(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from cclab.studies import run_study
+
+    def run(out_dir: Path, **_options: object) -> Path:
+        (out_dir / "summary.md").write_text("# a study\n", encoding="utf-8")
+        return out_dir / "summary.md"
+
+    tmp_path.mkdir(exist_ok=True)
+    summary = run_study(SimpleNamespace(run=run), tmp_path, quick=True).read_text(encoding="utf-8")
+    assert summary.startswith("# a study\n\n## Steady state\n\nSteady state:")
