@@ -249,3 +249,25 @@ def test_reproduce_ends_a_study_summary_with_its_steady_state_count(tmp_path: Pa
     tmp_path.mkdir(exist_ok=True)
     summary = run_study(SimpleNamespace(run=run), tmp_path, quick=True).read_text(encoding="utf-8")
     assert summary.startswith("# a study\n\n## Steady state\n\nSteady state:")
+
+
+BBR_CUBIC_60S_TOML = (
+    "duration_s = 60\n[bottleneck]\nrate_mbps = 50\nrtt_ms = 30\nbuffer = \"16bdp\"\n"
+    "[[flows]]\ncc = \"bbr\"\n[[flows]]\ncc = \"cubic\"\n"
+)
+
+
+def test_cli_until_steady_reports_the_duration_it_settled_on(write_spec, tmp_path: Path) -> None:
+    done = run_cli("run", write_spec(BBR_CUBIC_60S_TOML), "--until-steady", "--max-duration-s", "120", "--json", "--out", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["provenance"]["until_steady"]["durations_s"] == [60, 120]
+    assert data["spec"]["duration_ns"] == 120 * 10**9
+    assert "until steady: settled on duration_s = 120" in done.stderr
+
+
+def test_max_duration_without_until_steady_is_one_line(write_spec, tmp_path: Path) -> None:
+    done = run_cli("run", write_spec(BBR_CUBIC_60S_TOML), "--max-duration-s", "120", "--out", tmp_path / "run")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == ["error: --max-duration-s: only with --until-steady"]
+    assert not (tmp_path / "run").exists()
