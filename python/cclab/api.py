@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cclab.analysis.steady import why_not_converged
 from cclab.engines import budget, get_engine
 from cclab.engines.base import RunProgress
 from cclab.errors import CclabError
@@ -98,9 +99,7 @@ def run_until_steady(
             break
         longer = min(2 * scenario.duration_s, cap_s)
         if notify is not None:
-            drift = state.get("share_drift_pts")
-            moved = f"shares moved {drift:.1f} points" if drift is not None else state.get("reason", "not judged")
-            notify(f"until steady: {scenario.duration_s:g} s has not converged ({moved}); trying {longer:g} s")
+            notify(f"until steady: {scenario.duration_s:g} s has not converged ({why_not_converged(state)}); trying {longer:g} s")
         scenario = scenario.model_copy(update={"duration_s": longer})
     result.provenance["until_steady"] = {"durations_s": tried, "settled_duration_s": tried[-1], "converged": converged}
     return SteadyRun(result=result, durations_s=tried, converged=converged)

@@ -193,6 +193,15 @@ def steady_label(state: dict[str, Any] | None) -> str:
     return "not judged" if converged is None else ("yes" if converged else "no (transient)")
 
 
+def why_not_converged(state: dict[str, Any]) -> str:
+    """A few words on what kept a run from converging (for a line of progress)."""
+    if state.get("converged") is None:
+        return f"not judged: {state.get('reason')}"
+    if state.get("suggested_warmup_s") is not None:
+        return f"its start-up still weighs {state['startup_bias_pts']:.1f} points on the shares"
+    return f"shares moved {state['share_drift_pts']:.1f} points, utilization {state['utilization_drift_pts']:.1f}"
+
+
 def not_converged_line(state: dict[str, Any] | None) -> str | None:
     """The one line `cclab run` prints on stderr for a run that did not settle, else None."""
     if not state or state.get("converged") is not False:
