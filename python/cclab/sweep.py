@@ -449,7 +449,7 @@ def run_planned(
 def _cost_estimate(spec: RunSpec) -> float:
     # Simulated packets grow with rate x duration (x flows, up to the link rate).
     scenario = spec.scenario
-    return scenario.bottleneck.rate_mbps * scenario.duration_s
+    return scenario.bottleneck.rate_bps / 1e6 * scenario.duration_s
 
 
 def _write_manifest(out_dir: Path, sweep: Sweep, engine: str, expansion: Expansion) -> None:

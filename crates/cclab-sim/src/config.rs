@@ -43,6 +43,27 @@ pub struct BottleneckConfig {
     /// The queue discipline the shaper pulls from (default: tail-drop FIFO).
     #[serde(default)]
     pub aqm: AqmConfig,
+    /// Changes of the link during the run, in time order.
+    #[serde(default)]
+    pub schedule: Vec<LinkChangeConfig>,
+    /// A Mahimahi delivery trace: each entry a millisecond at which the link may carry
+    /// one 1500-byte packet, repeating with the last entry as its period. Replaces the
+    /// token bucket; `rate_bps` is then the trace's mean rate.
+    #[serde(default)]
+    pub trace_ms: Option<Vec<u64>>,
+}
+
+/// `[[bottleneck.schedule]]`: at `at_ns`, the fields given take their new values.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkChangeConfig {
+    pub at_ns: u64,
+    #[serde(default)]
+    pub rate_bps: Option<u64>,
+    #[serde(default)]
+    pub rtt_ns: Option<u64>,
+    #[serde(default)]
+    pub loss_probability: Option<f64>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -98,7 +119,7 @@ impl SimConfig {
         SimConfig {
             seed: 1,
             duration_ns,
-            bottleneck: BottleneckConfig { rate_bps, rtt_ns, queue_limit_bytes: Some(queue_limit_bytes), queue_limit_packets: None, loss_probability, aqm: AqmConfig::Fifo },
+            bottleneck: BottleneckConfig { rate_bps, rtt_ns, queue_limit_bytes: Some(queue_limit_bytes), queue_limit_packets: None, loss_probability, aqm: AqmConfig::Fifo, schedule: Vec::new(), trace_ms: None },
             flows,
             flow_sample_interval_ns: default_flow_sample_interval_ns(),
             queue_sample_interval_ns: default_queue_sample_interval_ns(),
@@ -130,6 +151,25 @@ impl SimConfig {
         }
         if self.warmup_ns >= self.duration_ns {
             return Err("warmup_ns: must be < duration_ns".into());
+        }
+        for (i, c) in b.schedule.iter().enumerate() {
+            if i > 0 && c.at_ns < b.schedule[i - 1].at_ns {
+                return Err(format!("bottleneck.schedule[{i}].at_ns: changes must be in time order"));
+            }
+            if c.rate_bps == Some(0) || c.rtt_ns == Some(0) {
+                return Err(format!("bottleneck.schedule[{i}]: rate and RTT must be > 0"));
+            }
+            if c.loss_probability.is_some_and(|p| !(0.0..1.0).contains(&p)) {
+                return Err(format!("bottleneck.schedule[{i}].loss_probability: must be in [0, 1)"));
+            }
+            if b.trace_ms.is_some() && c.rate_bps.is_some() {
+                return Err(format!("bottleneck.schedule[{i}].rate_bps: a trace sets the rate"));
+            }
+        }
+        if let Some(trace) = &b.trace_ms {
+            if trace.is_empty() || trace.windows(2).any(|w| w[1] < w[0]) || *trace.last().unwrap() == 0 {
+                return Err("bottleneck.trace_ms: must be non-empty, in time order, and end after 0 ms".into());
+            }
         }
         if self.flows.is_empty() {
             return Err("flows: at least one flow is required".into());

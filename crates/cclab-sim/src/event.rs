@@ -38,6 +38,8 @@ pub enum Event {
     QueueSample,
     /// The warm-up ends: snapshot the counters the measurement window starts from.
     Warmup,
+    /// Entry n of the bottleneck's schedule takes effect.
+    LinkChange(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

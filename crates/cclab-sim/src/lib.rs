@@ -14,6 +14,7 @@ pub mod result;
 pub mod sim;
 pub mod tcp;
 pub mod window;
+pub mod trace;
 
 pub use cclab_aqm as aqm;
 pub use cclab_cc as cc;

@@ -1,6 +1,7 @@
 //! The dumbbell's links: constant-delay FIFO pipes and the tbf-like bottleneck
 //! pulling from a `cclab_aqm` queue discipline.
 
+use crate::trace::DeliveryTrace;
 use crate::FRAME_OVERHEAD_BYTES;
 use cclab_aqm::{AnyQdisc, DropReason, Dropped, Ecn, Packet, Qdisc, QueueLimit};
 use cclab_cc::rng::SimRng;
@@ -41,7 +42,9 @@ impl<T> Pipe<T> {
     /// Adds an item arriving at `arrival`; returns true if it became the head
     /// (the caller then schedules the pipe's head event).
     pub fn push(&mut self, arrival: SimTime, item: T) -> bool {
-        debug_assert!(self.in_flight.back().is_none_or(|(t, _)| *t <= arrival), "pipe must stay FIFO");
+        // A link keeps its order: after its delay shrinks (a scheduled RTT change), a packet
+        // still arrives after the one sent before it.
+        let arrival = self.in_flight.back().map_or(arrival, |(t, _)| arrival.max(*t));
         self.in_flight.push_back((arrival, item));
         self.in_flight.len() == 1
     }
@@ -66,6 +69,8 @@ impl<T> Pipe<T> {
         self.in_flight.iter().map(|(_, item)| item)
     }
 }
+
+const ETHERNET_HEADER_BYTES: u32 = 14;
 
 /// `tbf burst` as the kernel engine sets it: max(10 MTU-sized frames, 250 us at
 /// the rate) (shared/kernel-testbed-notes.md: smaller bursts cannot reach the rate).
@@ -92,6 +97,12 @@ pub const TBF_BURST_TIME: SimDuration = SimDuration::from_micros(250);
 /// without an event or a queue round trip per packet.
 pub struct Bottleneck {
     rate: Bandwidth,
+    /// The rate from each instant it took effect (one entry unless a schedule changed it),
+    /// for the capacity the link offered over an interval.
+    rate_history: Vec<(SimTime, Bandwidth)>,
+    /// A Mahimahi trace serving the queue instead of the token bucket.
+    trace: Option<DeliveryTrace>,
+    mtu_frame_bytes: u64,
     limit: QueueLimit,
     /// Token bucket depth, as transmit time at the rate.
     burst_ns: u64,
@@ -127,6 +138,9 @@ impl Bottleneck {
         let burst_ns = rate.transmit_time(burst_bytes).as_nanos();
         Bottleneck {
             rate,
+            rate_history: vec![(SimTime::ZERO, rate)],
+            trace: None,
+            mtu_frame_bytes,
             limit,
             burst_ns,
             credit_ns: burst_ns,
@@ -145,6 +159,54 @@ impl Bottleneck {
             window_max_backlog_bytes: 0,
             sojourn: SojournHistogram::default(),
         }
+    }
+
+    /// Serves the queue from a delivery trace from now on (instead of the token bucket).
+    pub fn use_trace(&mut self, trace: DeliveryTrace) {
+        self.trace = Some(trace);
+        self.eager = false;
+    }
+
+    /// Books every packet when it is dequeued rather than at arrival, so that a later rate
+    /// change applies to the packets still queued (a FIFO books at arrival otherwise).
+    pub fn book_at_dequeue(&mut self) {
+        self.eager = false;
+    }
+
+    /// `tc qdisc change ... tbf rate`: packets dequeued from now on leave at `rate`; the one
+    /// on the wire finishes at the old rate. tbf_change refills the bucket, whose depth
+    /// follows the rate as the kernel engine sets it.
+    pub fn set_rate(&mut self, now: SimTime, rate: Bandwidth) {
+        debug_assert!(!self.eager, "a changing rate needs book_at_dequeue");
+        self.advance(now);
+        let burst_bytes =
+            (TBF_MIN_BURST_FRAMES * self.mtu_frame_bytes).max(rate.bits_per_sec / 8 * TBF_BURST_TIME.as_nanos() / 1_000_000_000);
+        self.burst_ns = rate.transmit_time(burst_bytes).as_nanos();
+        self.credit_ns = self.burst_ns;
+        self.rate = rate;
+        self.rate_history.push((now, rate));
+    }
+
+    /// The bits the link could have carried from `from` to `to` (the denominator of its
+    /// utilization): rate x time, piecewise over rate changes, or the trace's opportunities
+    /// as full frames.
+    pub fn offered_bits(&self, from: SimTime, to: SimTime) -> f64 {
+        if let Some(trace) = &self.trace {
+            let opportunities = trace.opportunities_until(to) - trace.opportunities_until(from);
+            return (opportunities * self.mtu_frame_bytes * 8) as f64;
+        }
+        if let [(_, rate)] = self.rate_history[..] {
+            return rate.bits_per_sec as f64 * to.saturating_since(from).as_secs_f64();
+        }
+        let mut bits = 0.0;
+        for (i, &(since, rate)) in self.rate_history.iter().enumerate() {
+            let until = self.rate_history.get(i + 1).map_or(SimTime::MAX, |&(t, _)| t);
+            let (a, b) = (since.max(from), until.min(to));
+            if b > a {
+                bits += rate.bits_per_sec as f64 * b.saturating_since(a).as_secs_f64();
+            }
+        }
+        bits
     }
 
     /// Every packet the bottleneck discarded: buffer and qdisc overflow, and AQM.
@@ -216,14 +278,19 @@ impl Bottleneck {
         // leaves once the bucket holds its size.
         let frame_bytes = pkt.meta.len_bytes;
         let start = t.max(self.last_departure);
-        let credit = (self.credit_ns + (start - self.last_departure).as_nanos()).min(self.burst_ns);
-        let cost = self.rate.transmit_time(frame_bytes as u64).as_nanos();
-        let departure = if credit >= cost {
-            self.credit_ns = credit - cost;
-            start
+        let departure = if let Some(trace) = &mut self.trace {
+            // The trace counts IP packets: the frame less its Ethernet header.
+            trace.book(start, frame_bytes - ETHERNET_HEADER_BYTES)
         } else {
-            self.credit_ns = 0;
-            start + SimDuration(cost - credit)
+            let credit = (self.credit_ns + (start - self.last_departure).as_nanos()).min(self.burst_ns);
+            let cost = self.rate.transmit_time(frame_bytes as u64).as_nanos();
+            if credit >= cost {
+                self.credit_ns = credit - cost;
+                start
+            } else {
+                self.credit_ns = 0;
+                start + SimDuration(cost - credit)
+            }
         };
         self.last_departure = departure;
         self.held.push_back((departure, frame_bytes));

@@ -3,6 +3,7 @@
 use crate::metrics::{percentile_sorted, rtt_summary_ms, EventSeries, FlowSeries, QueueSeries};
 use crate::sim::Simulation;
 use crate::window::{Snapshot, WholeRun};
+use cclab_cc::SimTime;
 use serde::Serialize;
 
 /// A flow's metrics over one window of the run (the measured one, or the whole run).
@@ -126,7 +127,8 @@ pub struct SimResult {
 
 impl SimResult {
     pub fn from_simulation(mut sim: Simulation, wall_s: f64) -> SimResult {
-        let end_s = sim.end_time().as_nanos() as f64 / 1e9;
+        let end = sim.end_time();
+        let end_s = end.as_nanos() as f64 / 1e9;
         let zero = Snapshot::zero(sim.flows.len());
         // Without a warm-up the window is the whole run, computed by the same code from
         // the same zero snapshot: bit-identical to it.
@@ -158,8 +160,8 @@ impl SimResult {
             aqm: sim.config.bottleneck.aqm.name(),
             queue_limit_bytes: sim.config.bottleneck.queue_limit_bytes,
             queue_limit_packets: sim.config.bottleneck.queue_limit_packets,
-            window: bottleneck_metrics(&sim, &from, end_s, sim.bottleneck.window_max_backlog_bytes),
-            whole_run: WholeRun(bottleneck_metrics(&sim, &zero, end_s, sim.bottleneck.max_backlog_bytes)),
+            window: bottleneck_metrics(&sim, &from, end, sim.bottleneck.window_max_backlog_bytes),
+            whole_run: WholeRun(bottleneck_metrics(&sim, &zero, end, sim.bottleneck.max_backlog_bytes)),
         };
         let events = sim.event_series();
         let stats = Stats {
@@ -214,16 +216,16 @@ fn flow_metrics(sim: &Simulation, i: usize, from: &Snapshot, start_s: f64, end_s
 
 /// The bottleneck's metrics since `from`, up to `end_s`; queue statistics from the
 /// samples taken after `from` (a sample covers the interval that ends at its time).
-fn bottleneck_metrics(sim: &Simulation, from: &Snapshot, end_s: f64, queue_max_bytes: u64) -> BottleneckMetrics {
+fn bottleneck_metrics(sim: &Simulation, from: &Snapshot, end: SimTime, queue_max_bytes: u64) -> BottleneckMetrics {
     let b = &sim.bottleneck;
     let c = &from.bottleneck;
+    let end_s = end.as_nanos() as f64 / 1e9;
     let span_s = end_s - from.time_s;
     let qs = &sim.queue_series;
     let mut queue_samples: Vec<u64> =
         qs.time_s.iter().zip(&qs.queue_bytes).filter(|(&t, _)| t > from.time_s).map(|(_, &q)| q).collect();
     queue_samples.sort_unstable();
     let queue_mean = if queue_samples.is_empty() { 0.0 } else { queue_samples.iter().sum::<u64>() as f64 / queue_samples.len() as f64 };
-    let rate_bps = b.rate().bits_per_sec as f64;
     let dequeued = b.dequeued_bytes - c.dequeued_bytes;
     let overflow_drops = b.overflow_drops - c.overflow_drops;
     let aqm_drops = b.aqm_drops - c.aqm_drops;
@@ -232,7 +234,11 @@ fn bottleneck_metrics(sim: &Simulation, from: &Snapshot, end_s: f64, queue_max_b
     let sojourn = b.sojourn.since(&c.sojourn);
     let random_losses = sim.flows.iter().zip(&from.flows).map(|(f, c)| f.random_losses - c.random_losses).sum();
     BottleneckMetrics {
-        utilization: if span_s > 0.0 { (dequeued as f64 * 8.0 / (rate_bps * span_s)).min(1.0) } else { 0.0 },
+        // What left over what the link offered in the window (its rate may change, or follow a trace).
+        utilization: match b.offered_bits(from.time, end) {
+            offered if span_s > 0.0 && offered > 0.0 => (dequeued as f64 * 8.0 / offered).min(1.0),
+            _ => 0.0,
+        },
         drops,
         overflow_drops,
         aqm_drops,

@@ -12,6 +12,7 @@ use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
 use crate::network::{Bottleneck, DataPacket, Pipe};
 use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
 use crate::tcp::sender::{TcpSender, Transmission};
+use crate::trace::DeliveryTrace;
 use crate::window::Snapshot;
 use crate::{FULL_FRAME_BYTES, MSS_BYTES};
 use cclab_aqm::{DropReason, Packet, PacketMeta, QueueLimit};
@@ -163,20 +164,34 @@ impl Simulation {
         }
         queue.schedule(SimTime(config.flow_sample_interval_ns), Event::FlowSample);
         queue.schedule(SimTime(config.queue_sample_interval_ns), Event::QueueSample);
+        for (i, change) in b.schedule.iter().enumerate() {
+            if change.at_ns <= config.duration_ns {
+                queue.schedule(SimTime(change.at_ns), Event::LinkChange(i as u32));
+            }
+        }
         if config.warmup_ns > 0 {
             queue.schedule(SimTime(config.warmup_ns), Event::Warmup);
         }
         // Forked after every flow's, so adding the qdisc's stream moved no other.
         let qdisc_rng = root_rng.fork(QDISC_RNG_STREAM);
+        let mut bottleneck = Bottleneck::new(rate, limit, FULL_FRAME_BYTES as u64, qdisc, qdisc_rng);
+        if let Some(times_ms) = &b.trace_ms {
+            bottleneck.use_trace(DeliveryTrace::new(times_ms));
+        }
+        if b.schedule.iter().any(|c| c.rate_bps.is_some()) {
+            bottleneck.book_at_dequeue();
+        }
+        // The access links stay faster than the bottleneck at its fastest.
+        let top_rate_bps = b.schedule.iter().filter_map(|c| c.rate_bps).fold(b.rate_bps, u64::max);
         Ok(Simulation {
             end_time: SimTime(config.duration_ns),
             now: SimTime::ZERO,
             queue,
             loss_rng,
             loss_probability: b.loss_probability,
-            bottleneck: Bottleneck::new(rate, limit, FULL_FRAME_BYTES as u64, qdisc, qdisc_rng),
+            bottleneck,
             dequeue_at: None,
-            access_rate: Bandwidth::from_bps((rate.bits_per_sec * ACCESS_RATE_FACTOR).max(MIN_ACCESS_RATE.bits_per_sec)),
+            access_rate: Bandwidth::from_bps((top_rate_bps * ACCESS_RATE_FACTOR).max(MIN_ACCESS_RATE.bits_per_sec)),
             egress: Pipe::default(),
             egress_prop: half_rtt,
             flows,
@@ -329,6 +344,7 @@ impl Simulation {
                     self.drain_bottleneck();
                 }
             }
+            Event::LinkChange(i) => self.change_link(i as usize),
             Event::FlowSample => {
                 self.sample_flows();
                 self.queue.schedule(now + SimDuration(self.config.flow_sample_interval_ns), Event::FlowSample);
@@ -341,6 +357,28 @@ impl Simulation {
                 self.warmup = Some(Snapshot::take(self));
                 self.bottleneck.start_window();
             }
+        }
+    }
+
+    /// Applies entry `i` of the bottleneck's schedule: the rate for packets dequeued from
+    /// now on, the base RTT for packets sent from now on (each link stays FIFO), the loss
+    /// probability for packets arriving from now on.
+    fn change_link(&mut self, i: usize) {
+        let change = self.config.bottleneck.schedule[i].clone();
+        if let Some(rate_bps) = change.rate_bps {
+            self.bottleneck.set_rate(self.now, Bandwidth::from_bps(rate_bps));
+            self.drain_bottleneck();
+        }
+        if let Some(rtt_ns) = change.rtt_ns {
+            // The same split as at the start: half the base RTT on each side of the receiver.
+            let half_rtt = SimDuration(rtt_ns / 2);
+            self.egress_prop = half_rtt;
+            for (flow, cfg) in self.flows.iter_mut().zip(&self.config.flows) {
+                flow.ack_prop = half_rtt + SimDuration(cfg.extra_rtt_ns - cfg.extra_rtt_ns / 2);
+            }
+        }
+        if let Some(p) = change.loss_probability {
+            self.loss_probability = p;
         }
     }
 
@@ -490,7 +528,8 @@ impl Simulation {
         qs.queue_bytes.push(backlog);
         qs.drops.push(self.bottleneck.drops() - self.sampled_drops);
         qs.ce_marks.push(self.bottleneck.ce_marks() - self.sampled_ce_marks);
-        qs.utilization.push(dequeued as f64 * 8.0 / (self.bottleneck.rate().bits_per_sec as f64 * elapsed_s));
+        let offered_bits = self.bottleneck.offered_bits(self.last_queue_sample, now);
+        qs.utilization.push(if offered_bits > 0.0 { dequeued as f64 * 8.0 / offered_bits } else { 0.0 });
         self.sampled_drops = self.bottleneck.drops();
         self.sampled_ce_marks = self.bottleneck.ce_marks();
         self.sampled_dequeued_bytes = self.bottleneck.dequeued_bytes;

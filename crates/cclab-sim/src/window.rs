@@ -7,6 +7,7 @@
 
 use crate::network::SojournHistogram;
 use crate::sim::Simulation;
+use cclab_cc::SimTime;
 use serde::ser::{Error, SerializeMap};
 use serde::{Serialize, Serializer};
 
@@ -41,6 +42,7 @@ pub struct BottleneckCounters {
 /// The counters at the start of the window: all zero for a window that starts at 0.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
+    pub time: SimTime,
     pub time_s: f64,
     pub flows: Vec<FlowCounters>,
     pub bottleneck: BottleneckCounters,
@@ -49,7 +51,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// The start of the run: every counter zero.
     pub fn zero(n_flows: usize) -> Self {
-        Snapshot { time_s: 0.0, flows: vec![FlowCounters::default(); n_flows], bottleneck: BottleneckCounters::default() }
+        Snapshot { time: SimTime::ZERO, time_s: 0.0, flows: vec![FlowCounters::default(); n_flows], bottleneck: BottleneckCounters::default() }
     }
 
     /// The counters of `sim` now (read only).
@@ -77,6 +79,7 @@ impl Snapshot {
             .collect();
         let b = &sim.bottleneck;
         Snapshot {
+            time: sim.now,
             time_s: sim.now.as_nanos() as f64 / 1e9,
             flows,
             bottleneck: BottleneckCounters {

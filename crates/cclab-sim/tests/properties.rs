@@ -4,7 +4,7 @@
 
 mod common;
 use cclab_sim::aqm::{codel::CodelConfig, fq_codel::FqCodelConfig, AqmConfig};
-use cclab_sim::config::{BottleneckConfig, FlowConfig, SimConfig};
+use cclab_sim::config::{BottleneckConfig, FlowConfig, LinkChangeConfig, SimConfig};
 use common::*;
 use proptest::prelude::*;
 
@@ -52,6 +52,8 @@ fn arb_config() -> impl Strategy<Value = SimConfig> {
                 queue_limit_packets: in_pkts.then_some(buffer_pkts),
                 loss_probability: loss,
                 aqm,
+                schedule: Vec::new(),
+                trace_ms: None,
             },
             flows,
             flow_sample_interval_ns: 100 * MS,
@@ -103,6 +105,81 @@ proptest! {
         let a = cclab_sim::run_json(&serde_json_of(&cfg)).unwrap();
         let b = cclab_sim::run_json(&serde_json_of(&cfg)).unwrap();
         prop_assert_eq!(strip_wall_time(&a), strip_wall_time(&b));
+    }
+}
+
+/// A random scenario whose link changes once (rate, RTT and loss), or that a random
+/// Mahimahi trace serves instead of the token bucket.
+fn arb_changing_config() -> impl Strategy<Value = SimConfig> {
+    (
+        arb_config(),
+        1u64..200,
+        2u64..120,
+        prop_oneof![Just(0.0), 0.0f64..0.05],
+        100u64..1900,
+        prop::option::weighted(0.5, prop::collection::vec(0u64..200, 1..300)),
+    )
+        .prop_map(|(mut cfg, rate_mbps, rtt_ms, loss, at_ms, trace)| {
+            let b = &mut cfg.bottleneck;
+            match trace {
+                Some(mut times_ms) => {
+                    times_ms.sort_unstable();
+                    times_ms.push(times_ms.last().unwrap() + 1); // a period after 0 ms
+                    b.rate_bps = cclab_sim::trace::DeliveryTrace::mean_rate_bps(&times_ms);
+                    b.trace_ms = Some(times_ms);
+                    b.schedule = vec![LinkChangeConfig { at_ns: at_ms * MS, rate_bps: None, rtt_ns: Some(rtt_ms * MS), loss_probability: Some(loss) }];
+                }
+                None => {
+                    b.schedule = vec![LinkChangeConfig {
+                        at_ns: at_ms * MS,
+                        rate_bps: Some(rate_mbps * 1_000_000),
+                        rtt_ns: Some(rtt_ms * MS),
+                        loss_probability: Some(loss),
+                    }]
+                }
+            }
+            cfg
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+    #[test]
+    fn physical_laws_hold_when_the_link_changes_or_follows_a_trace(cfg in arb_changing_config()) {
+        let b = cfg.bottleneck.clone();
+        let r = run_checked(cfg.clone());
+        for f in &r.flows {
+            prop_assert_eq!(f.data_segments_sent, f.segments_received + f.lost_segments + f.segments_in_network, "flow {}", f.flow_id);
+        }
+        if let Some(limit) = b.queue_limit_bytes {
+            prop_assert!(r.bottleneck.queue_max_bytes <= limit);
+        }
+        let elapsed_ns = (r.stats.simulated_s * 1e9) as u64;
+        let delivered_bits: f64 = r.flows.iter().map(|f| f.bytes_delivered as f64 * 8.0).sum();
+        let ceiling_bits = match &b.trace_ms {
+            // At most one full segment's payload per delivery opportunity.
+            Some(times_ms) => {
+                let period_ns = times_ms.last().unwrap() * MS;
+                let per_period = times_ms.len() as u64;
+                let opportunities = (elapsed_ns / period_ns + 1) * per_period;
+                (opportunities * 1448 * 8) as f64
+            }
+            // Each rate over its own time, plus a full bucket at the start and at the change.
+            None => {
+                let change = &b.schedule[0];
+                let at_ns = change.at_ns.min(elapsed_ns);
+                let rate2 = change.rate_bps.unwrap() as f64;
+                let bits = b.rate_bps as f64 * at_ns as f64 / 1e9 + rate2 * (elapsed_ns - at_ns) as f64 / 1e9;
+                let bursts = [b.rate_bps as f64, rate2].iter().map(|r| (10.0 * 1514.0 * 8.0f64).max(250e-6 * r)).sum::<f64>();
+                bits * GOODPUT_CEILING + bursts
+            }
+        };
+        prop_assert!(delivered_bits <= ceiling_bits, "delivered {} bits, ceiling {}", delivered_bits, ceiling_bits);
+        prop_assert!(r.bottleneck.utilization <= 1.0);
+        // The same seed gives the same result, bit for bit.
+        let a = strip_wall_time(&serde_json::to_string(&run_checked(cfg.clone())).unwrap());
+        prop_assert_eq!(a, strip_wall_time(&serde_json::to_string(&r).unwrap()));
     }
 }
 

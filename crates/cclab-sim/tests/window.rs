@@ -77,3 +77,17 @@ fn a_run_whose_flows_all_finish_before_the_warmup_ends_has_an_empty_window() {
     assert_eq!(json["flows"][0]["whole_run_bytes_delivered"].as_u64(), Some(1_000_000));
     assert_eq!(r.bottleneck.utilization, 0.0);
 }
+
+#[test]
+fn the_windows_utilization_is_of_what_the_link_offered_after_a_rate_change() {
+    use cclab_sim::config::LinkChangeConfig;
+    // 40 Mbit/s that drop to 10 Mbit/s at 4 s, the warm-up's end: two CUBIC flows keep the
+    // slower link busy, so the window's utilization is of 10 Mbit/s, not of 40.
+    let mut cfg = config(40, 20, 4 * bdp_bytes(40, 20), 0.0, 10, vec![flow(0, "cubic"), flow(1, "cubic")]);
+    cfg.bottleneck.schedule = vec![LinkChangeConfig { at_ns: 4 * S, rate_bps: Some(10_000_000), rtt_ns: None, loss_probability: None }];
+    cfg.warmup_ns = 4 * S;
+    let r = run(cfg);
+    assert!(r.bottleneck.utilization > 0.9, "{}", r.bottleneck.utilization);
+    let goodput: f64 = r.flows.iter().map(|f| f.goodput_mbps).sum();
+    assert!(goodput < 10.0 && goodput > 9.0, "{goodput}");
+}

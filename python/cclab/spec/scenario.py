@@ -14,11 +14,12 @@ from os import PathLike
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cclab.errors import SpecError
 from cclab.spec.aqm import AqmName, AqmParams, check_params_apply, resolve_aqm
 from cclab.spec.fields import FieldError
+from cclab.spec.link import LinkChange, mean_rate_bps, read_trace_ms
 from cclab.units import FRAME_BYTES, MSS_BYTES, parse_bytes, parse_size
 
 # BBRv1's gain in the first phase of its PROBE_BW cycle: Linux tcp_bbr.c, bbr_pacing_gain[0]
@@ -79,16 +80,48 @@ class _Strict(BaseModel):
 
 
 class Bottleneck(_Strict):
-    rate_mbps: float = Field(gt=0)
+    # Required unless a trace gives the rate (its mean then counts as the rate, e.g. for "1bdp").
+    rate_mbps: float | None = Field(default=None, gt=0)
     rtt_ms: float = Field(gt=0, description="base round-trip propagation delay")
     buffer: SizeText = "1bdp"
     loss: float = Field(default=0.0, ge=0, lt=1, description="random loss probability on the data path")
     aqm: AqmName = "fifo"
     aqm_params: AqmParams | None = None
+    schedule: list[LinkChange] = Field(default_factory=list, description="changes of the link during the run")
+    trace: str | None = Field(default=None, description="a Mahimahi delivery trace replacing the rate")
+    _trace_ms: list[int] | None = PrivateAttr(default=None)
 
     @property
     def rate_bps(self) -> int:
+        if self._trace_ms is not None:
+            return mean_rate_bps(self._trace_ms)
         return round(self.rate_mbps * 1e6)
+
+    @property
+    def trace_ms(self) -> list[int] | None:
+        """The trace's delivery opportunities in ms (None without a trace)."""
+        return self._trace_ms
+
+    @model_validator(mode="after")
+    def _rate_or_trace(self) -> Self:
+        if self.trace is not None:
+            if self.rate_mbps is not None:
+                raise FieldError(("rate_mbps",), "a trace sets the rate; leave rate_mbps out")
+            self._trace_ms = read_trace_ms(Path(self.trace))
+        elif self.rate_mbps is None:
+            raise FieldError(("rate_mbps",), "required key is missing (or give a trace)")
+        previous = 0.0
+        for index, change in enumerate(self.schedule):
+            if change.at_s < previous:
+                raise FieldError(("schedule", index, "at_s"), f"changes must be in time order (got {change.at_s:g} after {previous:g})")
+            previous = change.at_s
+            if change.rate_mbps is not None and self.trace is not None:
+                raise FieldError(("schedule", index, "rate_mbps"), "a trace sets the rate; a schedule may change only rtt_ms and loss")
+            if change.rate_mbps is not None and change.rate_mbps > MAX_RATE_MBPS:
+                raise FieldError(("schedule", index, "rate_mbps"), f"must be <= {MAX_RATE_MBPS:g} (got {change.rate_mbps!r})")
+            if change.rtt_ms is not None and not MIN_RTT_MS <= change.rtt_ms <= MAX_RTT_MS:
+                raise FieldError(("schedule", index, "rtt_ms"), f"must be in [{MIN_RTT_MS:g}, {MAX_RTT_MS:g}] (got {change.rtt_ms!r})")
+        return self
 
     @property
     def rtt_ns(self) -> int:
@@ -99,7 +132,7 @@ class Bottleneck(_Strict):
         # Engines count in whole bits per second and nanoseconds.
         if self.rate_bps < 1:
             raise FieldError(("rate_mbps",), f"must be at least 1 bit/s (got {self.rate_mbps!r})")
-        if self.rate_mbps > MAX_RATE_MBPS:
+        if self.rate_bps > MAX_RATE_MBPS * 1e6:
             raise FieldError(("rate_mbps",), f"must be <= {MAX_RATE_MBPS:g} (1 Tbit/s, past any real link) (got {self.rate_mbps!r})")
         if self.rtt_ms < MIN_RTT_MS:
             raise FieldError(("rtt_ms",), f"must be at least {MIN_RTT_MS:g} (1 us, one switch hop) (got {self.rtt_ms!r})")
@@ -199,6 +232,9 @@ class Scenario(_Strict):
     def _flows_start_within_run(self) -> Self:
         if _ns(self.duration_s, 1e9) < 1:
             raise FieldError(("duration_s",), f"must be at least 1 ns (got {self.duration_s!r})")
+        for index, change in enumerate(self.bottleneck.schedule):
+            if change.at_s >= self.duration_s:
+                raise FieldError(("bottleneck", "schedule", index, "at_s"), f"must be < duration_s ({self.duration_s:g}) (got {change.at_s:g})")
         for index, flow in enumerate(self.flows):
             if self.bottleneck.rtt_ms + flow.extra_rtt_ms > MAX_RTT_MS:
                 raise FieldError(
@@ -226,7 +262,12 @@ class Scenario(_Strict):
 
     @classmethod
     def from_toml(cls, path: str | PathLike[str]) -> Scenario:
-        return cls.from_dict(read_toml(Path(path)))
+        """A scenario from a TOML file; a relative `bottleneck.trace` is read beside the file."""
+        data = read_toml(Path(path))
+        link = data.get("bottleneck")
+        if isinstance(link, dict) and isinstance(link.get("trace"), str) and not Path(link["trace"]).is_absolute():
+            link["trace"] = str(Path(path).parent / link["trace"])
+        return cls.from_dict(data)
 
     def resolve(self) -> dict[str, Any]:
         """The engine config of docs/ARCHITECTURE.md: plain integers, units in every key."""
@@ -248,17 +289,31 @@ class Scenario(_Strict):
                         "ecn": entry.ecn,
                     }
                 )
+        bottleneck: dict[str, Any] = {
+            "rate_bps": link.rate_bps,
+            "rtt_ns": link.rtt_ns,
+            "queue_limit_bytes": None if size.unit == "packets" else size.bytes_for(link.rate_bps, link.rtt_ns),
+            "queue_limit_packets": round(size.amount) if size.unit == "packets" else None,
+            "loss_probability": link.loss,
+            "aqm": resolve_aqm(link.aqm, link.aqm_params, buffer_bytes=link.buffer_bytes, rate_bps=link.rate_bps),
+        }
+        # Only when used, so that a fixed link's config (and its sweep run key) is unchanged.
+        if link.schedule:
+            bottleneck["schedule"] = [
+                {
+                    "at_ns": _ns(change.at_s, 1e9),
+                    "rate_bps": None if change.rate_mbps is None else round(change.rate_mbps * 1e6),
+                    "rtt_ns": None if change.rtt_ms is None else _ns(change.rtt_ms, 1e6),
+                    "loss_probability": change.loss,
+                }
+                for change in link.schedule
+            ]
+        if link.trace_ms is not None:
+            bottleneck["trace_ms"] = list(link.trace_ms)
         return {
             "seed": self.seed,
             "duration_ns": _ns(self.duration_s, 1e9),
-            "bottleneck": {
-                "rate_bps": link.rate_bps,
-                "rtt_ns": link.rtt_ns,
-                "queue_limit_bytes": None if size.unit == "packets" else size.bytes_for(link.rate_bps, link.rtt_ns),
-                "queue_limit_packets": round(size.amount) if size.unit == "packets" else None,
-                "loss_probability": link.loss,
-                "aqm": resolve_aqm(link.aqm, link.aqm_params, buffer_bytes=link.buffer_bytes, rate_bps=link.rate_bps),
-            },
+            "bottleneck": bottleneck,
             "flows": flows,
             "flow_sample_interval_ns": _ns(self.output.flow_sample_interval_ms, 1e6),
             "queue_sample_interval_ns": _ns(self.output.queue_sample_interval_ms, 1e6),
@@ -304,7 +359,7 @@ def _path(loc: tuple[str | int, ...]) -> str:
 
 
 def _known_keys() -> list[str]:
-    models: list[type[BaseModel]] = [Scenario, Bottleneck, Flow, Output, AqmParams]
+    models: list[type[BaseModel]] = [Scenario, Bottleneck, Flow, Output, AqmParams, LinkChange]
     return sorted({name for model in models for name in model.model_fields})
 
 

@@ -49,6 +49,12 @@ def preflight(config: dict) -> None:
 
 
 def _preflight(config: dict) -> None:
+    # Checked first: it depends on the config alone, so the answer is the same on any host.
+    link = config["bottleneck"]
+    for key in ("schedule", "trace_ms"):
+        if link.get(key):
+            field = "bottleneck.trace" if key == "trace_ms" else "bottleneck.schedule"
+            raise KernelEngineError(f"{field}: the kernel engine does not change its link during a run yet; run it with --engine sim")
     if os.geteuid() != 0:
         raise KernelEngineError("kernel engine needs root (network namespaces, tc, iptables): run it with sudo")
     for tool, package in TOOLS.items():
