@@ -242,3 +242,24 @@ def test_sojourn_agreement_allows_2_ms_or_25_percent() -> None:
     assert summary.sojourn_cases == 2 and summary.sojourn_agreement_share == 0.5
     assert summary.criteria()[-1][2] is False
     assert compare.summarize([replace(close, regime="buffer")]).criteria()[-1][2] is None
+
+
+def test_cases_long_enough_are_also_compared_over_their_steady_state_window_and_short_ones_are_not(mixed_result: RunResult) -> None:
+    from cclab.fidelity.sets import Case
+
+    spec = {"duration_s": 20, "bottleneck": {"rate_mbps": 20, "rtt_ms": 20}, "flows": [{"cc": "bbr"}, {"cc": "cubic"}]}
+    case = Case("bbr+cubic-20s", "flows", spec)
+    sim = get_engine("sim").run(case.scenario())
+    kernel = copy.deepcopy(sim)
+    # The "kernel" delivers 20% less in the last half of the run only.
+    late = kernel.flow_series["time_s"] > 10
+    kernel.flow_series.loc[late, "throughput_mbps"] *= 0.8
+    result = compare.compare_case(case, [sim], [kernel])
+    assert result.steady_from_s == 10
+    assert result.goodput_error == 0  # the whole-run goodputs are the same
+    assert result.steady_goodput_error == pytest.approx(0.25, rel=1e-9)
+    assert result.sim_converged is not None or sim.steady_state["reason"]
+    summary = compare.summarize([result])
+    assert summary.steady_cases == 1 and "25.0%" in summary.steady_line()
+    short = compare.compare_case(quick_set().cases[-1], [mixed_result], [copy.deepcopy(mixed_result)])
+    assert short.steady_from_s is None and short.steady_goodput_error is None

@@ -156,3 +156,15 @@ def test_asking_for_a_bbr_version_the_model_lacks_is_one_line(model):
         recommend(model, rate_mbps=100, rtt_ms=50, buffer_bytes=1e7, bbr="bbr2")
     with pytest.raises(SpecError, match=r"--bbr = 'bbr9' must be one of"):
         recommend(model, rate_mbps=100, rtt_ms=50, buffer_bytes=1e7, bbr="bbr9")
+
+
+def test_an_answer_resting_on_a_network_whose_runs_had_not_converged_says_so() -> None:
+    table = constructed_grid()
+    # Only the 10 Mbit/s, 5 ms, 100 KB network was still transient.
+    table["transient"] = (table["rate_mbps"] == 10) & (table["rtt_ms"] == 5) & (table["buffer_bytes"] == 1e5)
+    fits = {"paper": dt.fit_tree(table, dt.PAPER_FEATURES), "extended": dt.fit_tree(table, dt.EXTENDED_FEATURES)}
+    marked = model_from_study(table, engine="sim", quick=False, duration_s=60.0, fits=fits)
+    transient = recommend(marked, rate_mbps=10, rtt_ms=5, buffer_bytes=1e5)
+    assert any("had not converged" in note for note in transient.notes)
+    settled = recommend(marked, rate_mbps=1000, rtt_ms=200, buffer_bytes=1e7)
+    assert not any("had not converged" in note for note in settled.notes)

@@ -151,7 +151,10 @@ def test_a_run_report_draws_a_trace_per_flow_in_every_chart_and_hover_shows_the_
     flows_with = {column: sorted(series.dropna(subset=[column])["flow_id"].unique()) for column, *_ in FLOW_METRICS}
     states = events[events["kind"].isin(["cc_mode", "ca_state"])]["detail"].nunique()
     queue_charts = sum(queue[column].notna().any() for column, *_ in QUEUE_METRICS)
-    assert len(plots) == sum(bool(ids) for ids in flows_with.values()) + 1 + queue_charts
+    # A chart per flow metric, the CC states, the queue's, and each flow's share of the link.
+    assert len(plots) == sum(bool(ids) for ids in flows_with.values()) + 1 + queue_charts + 1
+    share_title = next(title for title in plots if title.startswith("Share of the link per flow"))
+    assert plots[share_title]["drawn"] == 2
     assert plots["Throughput per flow"]["traces"] == plots["Throughput per flow"]["drawn"] == plots["Throughput per flow"]["lines"] == 2
     assert plots["Throughput per flow"]["points"] == [int((series["flow_id"] == flow).sum()) for flow in (0, 1)]
     assert plots["BBR bandwidth estimate"]["drawn"] == len(flows_with["bbr_bw_mbps"]) == 1  # the CUBIC flow has none

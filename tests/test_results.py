@@ -27,7 +27,7 @@ def result(write_spec) -> RunResult:
 
 def test_json_dict_uses_the_contract_names_with_nulls_not_nans(result: RunResult) -> None:
     data = result.to_json_dict()
-    assert list(data) == ["flows", "bottleneck", "flow_series", "queue_series", "events", "stats", "spec", "provenance", "validity"]
+    assert list(data) == ["flows", "bottleneck", "flow_series", "queue_series", "events", "stats", "spec", "provenance", "validity", "steady_state"]
     assert data["validity"] is None  # only the kernel engine judges its runs
     assert data["flows"] == constructed_engine_output()["flows"]
     assert data["flow_series"]["bbr_bw_mbps"] == [None, 45.0, None, 46.0]
@@ -77,7 +77,7 @@ def test_write_then_read_round_trips_every_table_and_document(result: RunResult,
     for name in ("flows", "flow_series", "queue_series", "events"):
         pd.testing.assert_frame_equal(getattr(back, name), getattr(result, name))
     stored = json.loads((out / "result.json").read_text())
-    assert set(stored) == {"flows", "bottleneck", "stats", "provenance", "validity"}
+    assert set(stored) == {"flows", "bottleneck", "stats", "provenance", "validity", "steady_state"}
     assert json.loads((out / "spec.json").read_text()) == result.spec
 
 

@@ -54,7 +54,7 @@ def test_run_json_prints_one_object_with_the_documented_keys(write_spec, tmp_pat
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("\n") == 1  # one line: one object, nothing else
     data = json.loads(done.stdout)
-    assert set(data) == {"flows", "bottleneck", "flow_series", "queue_series", "events", "stats", "spec", "provenance", "validity"}
+    assert set(data) == {"flows", "bottleneck", "flow_series", "queue_series", "events", "stats", "spec", "provenance", "validity", "steady_state"}
     assert set(FLOW_COLUMNS) <= set(data["flows"][0])
     assert BOTTLENECK_KEYS <= set(data["bottleneck"])
     assert set(FLOW_SERIES_COLUMNS) <= set(data["flow_series"])

@@ -54,6 +54,11 @@ def test_resolve_fills_every_default_of_the_contract() -> None:
     }
 
 
+def test_a_warmup_resolves_to_nanoseconds_and_none_leaves_the_config_as_it_was() -> None:
+    assert Scenario.from_dict(scenario(output={"warmup_s": 2.5})).resolve()["warmup_ns"] == 2_500_000_000
+    assert "warmup_ns" not in Scenario.from_dict(scenario(output={"warmup_s": 0})).resolve()
+
+
 def test_resolved_config_is_plain_json() -> None:
     resolved = Scenario.from_dict(scenario(flows=[{"cc": "cubic", "size": "100MB", "rwnd": "4MiB"}])).resolve()
     assert json.loads(json.dumps(resolved)) == resolved

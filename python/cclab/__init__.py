@@ -8,9 +8,9 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
 
-from cclab.api import run
+from cclab.api import run, run_until_steady
 from cclab.errors import CclabError, EngineError, EngineUnavailable, SpecError
 from cclab.results import RunResult
 from cclab.spec import Scenario
 
-__all__ = ["CclabError", "EngineError", "EngineUnavailable", "RunResult", "Scenario", "SpecError", "run", "__version__"]
+__all__ = ["CclabError", "EngineError", "EngineUnavailable", "RunResult", "Scenario", "SpecError", "run", "run_until_steady", "__version__"]

@@ -14,6 +14,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from cclab.analysis.steady import not_converged_line
 from cclab.api import load
 from cclab.engines import ENGINE_NAMES, get_engine
 from cclab.errors import CclabError
@@ -68,14 +69,19 @@ def run(
     json_output: Annotated[bool, typer.Option("--json", help="print the result as one JSON object on stdout")] = False,
     engine: Annotated[str | None, typer.Option(help=f"{' | '.join(ENGINE_NAMES)} [default: the spec's engine]")] = None,
     force: ForceOption = False,
+    until_steady: Annotated[bool, typer.Option("--until-steady", help="simulator: double duration_s (same seed) until the run converges")] = False,
+    max_duration_s: Annotated[float | None, typer.Option("--max-duration-s", help="with --until-steady: the longest run [default: 16 x duration_s]")] = None,
 ) -> None:
     """Run a scenario and store its result (Parquet + JSON) and report.html."""
     from cclab.api import run as run_scenario
+    from cclab.api import run_until_steady
     from cclab.engines import budget
     from cclab.progress import SHOW_AFTER_S, RunProgressBar
     from cclab.report import write_run
 
     try:
+        if max_duration_s is not None and not until_steady:
+            raise CclabError("--max-duration-s: only with --until-steady")
         scenario = load(spec)
         runner = get_engine(engine or scenario.engine)
         cost = budget.estimate(scenario.resolve(), runner.name)
@@ -85,7 +91,15 @@ def run(
             line += f" (estimated at most {cost.wall_s:.0f} s)"
         _progress(line)
         with RunProgressBar(spec.stem) as bar:
-            result = run_scenario(scenario, runner.name, force=True, progress=bar)
+            if until_steady:
+                steady = run_until_steady(
+                    scenario, max_duration_s=max_duration_s, engine=runner.name, force=force, progress=bar, notify=_progress
+                )
+                result = steady.result
+            else:
+                result = run_scenario(scenario, runner.name, force=True, progress=bar)
+        if until_steady:
+            _progress(f"until steady: settled on duration_s = {steady.settled_duration_s:g}" + ("" if steady.converged else " (the cap)"))
         written = write_run(result, out if out is not None else Path("out") / spec.stem)
     except CclabError as error:
         _fail(error)
@@ -94,6 +108,9 @@ def run(
         _progress("interrupted: nothing written")
         raise typer.Exit(130) from None
     _progress(f"wrote {written}")
+    warning = not_converged_line(result.steady_state)
+    if warning is not None:
+        _progress(warning)
     if json_output:
         sys.stdout.write(json.dumps(result.to_json_dict(), allow_nan=False) + "\n")
     else:
@@ -218,7 +235,7 @@ def reproduce(
     """Reproduce a paper's study: run its sweep, write figures (PNG, SVG), summary.md and report.html."""
     from cclab.executor_choice import use_executor
     from cclab.report import write_report
-    from cclab.studies import get_study
+    from cclab.studies import get_study, run_study
 
     try:
         if engine not in ENGINE_NAMES:
@@ -226,7 +243,7 @@ def reproduce(
         study = get_study(name)
         out_dir = out if out is not None else Path("out") / name
         with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
-            summary_path = study.run(out_dir, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
+            summary_path = run_study(study, out_dir, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
         report_path = write_report(out_dir)
     except CclabError as error:
         _fail(error)

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from cclab.analysis.steady import verdict_of
 from cclab.errors import CclabError, EngineError
 
 # Bumped whenever a stored column or key changes meaning.
@@ -100,6 +101,13 @@ class RunResult:
     provenance: dict[str, Any]
     # Kernel engine only: {"valid": bool, "reasons": [...]} from its run checks; None for sim.
     validity: dict[str, Any] | None = None
+    # Did the run settle? cclab.analysis.steady's verdict over the measured window.
+    steady_state: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # Every result carries its verdict, results stored before it existed included.
+        if self.steady_state is None:
+            self.steady_state = verdict_of(self).to_dict()
 
     @classmethod
     def from_engine_output(cls, output: Mapping[str, Any], *, spec: dict[str, Any], engine: str) -> RunResult:
@@ -148,6 +156,7 @@ class RunResult:
             "spec": self.spec,
             "provenance": self.provenance,
             "validity": self.validity,
+            "steady_state": self.steady_state,
         }
 
     def write(self, out_dir: str | os.PathLike[str], *, also: Callable[[Path], object] | None = None) -> Path:
@@ -167,7 +176,10 @@ class RunResult:
                 getattr(self, name).to_parquet(staging / f"{name}.parquet", index=False)
             _write_json(staging / "spec.json", self.spec)
             summary = {"flows": _records(self.flows), "bottleneck": self.bottleneck, "stats": self.stats}
-            _write_json(staging / "result.json", {**summary, "provenance": self.provenance, "validity": self.validity})
+            _write_json(
+                staging / "result.json",
+                {**summary, "provenance": self.provenance, "validity": self.validity, "steady_state": self.steady_state},
+            )
             if also is not None:
                 also(staging)
             _replace_dir(staging, out_dir)
@@ -195,6 +207,7 @@ class RunResult:
             stats=summary.get("stats", {}),
             provenance=summary["provenance"],
             validity=summary.get("validity"),
+            steady_state=summary.get("steady_state"),
             spec=spec,
             **tables,
         )

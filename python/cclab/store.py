@@ -52,6 +52,11 @@ RUN_COLUMNS: dict[str, str] = {
     "host": "string",  # the machine that ran it (provenance.host; null for results older than it)
     "flow_sample_interval_ms": "float64",
     "queue_sample_interval_ms": "float64",
+    "warmup_s": "float64",  # metrics cover [warmup_s, end]; whole_run_* the whole run
+    # The run's steady-state verdict (cclab.analysis.steady): null when not judged.
+    "steady_converged": "boolean",
+    "steady_share_drift_pts": "float64",
+    "steady_suggested_duration_s": "float64",
     # The flow's own spec entry (flows[flow_entry]), resolved.
     "flow_entry": "int64",
     "count": "int64",
@@ -90,6 +95,7 @@ def flow_rows(run_dir: Path) -> list[dict[str, Any]]:
     else:
         buffer_bytes = link["queue_limit_packets"] * FRAME_BYTES
     validity = result.get("validity")
+    steady = result.get("steady_state") or {}
     output = scenario.get("output") or {}
     run = {
         "run_key": meta["run_key"],
@@ -110,6 +116,10 @@ def flow_rows(run_dir: Path) -> list[dict[str, Any]]:
         "host": result["provenance"].get("host"),
         "flow_sample_interval_ms": config["flow_sample_interval_ns"] / 1e6,
         "queue_sample_interval_ms": config["queue_sample_interval_ns"] / 1e6,
+        "warmup_s": config.get("warmup_ns", 0) / 1e9,
+        "steady_converged": steady.get("converged"),
+        "steady_share_drift_pts": steady.get("share_drift_pts"),
+        "steady_suggested_duration_s": steady.get("suggested_duration_s"),
     }
     # Axes under flows.N name a spec entry; its value goes on every row of the run as
     # flows_N_<field>, since a flow's own entry may be another one.

@@ -20,7 +20,9 @@ def _number(value: Any, digits: int = 1) -> str:
 
 def render_summary(result: RunResult) -> Group:
     engine, seed = result.provenance.get("engine", "?"), result.provenance.get("seed", "?")
-    flows = Table(title=f"flows ({engine} engine, seed {seed}): goodput in Mbit/s, RTT in ms, FCT in s")
+    warmup_s = result.spec.get("warmup_ns", 0) / 1e9
+    window = f", after a {warmup_s:g} s warm-up" if warmup_s > 0 else ""
+    flows = Table(title=f"flows ({engine} engine, seed {seed}{window}): goodput in Mbit/s, RTT in ms, FCT in s")
     for header in ("flow", "cc", "goodput", "retrans", "lost", "RTT min", "RTT mean", "RTT p95", "FCT"):
         flows.add_column(header, justify="left" if header == "cc" else "right")
     for row in result.flows.to_dict("records"):

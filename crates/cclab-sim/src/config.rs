@@ -16,6 +16,9 @@ pub struct SimConfig {
     pub flow_sample_interval_ns: u64,
     #[serde(default = "default_queue_sample_interval_ns")]
     pub queue_sample_interval_ns: u64,
+    /// Metrics cover [warmup_ns, end]; the whole run is reported beside them.
+    #[serde(default)]
+    pub warmup_ns: u64,
 }
 
 fn default_flow_sample_interval_ns() -> u64 {
@@ -120,6 +123,7 @@ impl SimConfig {
             flows,
             flow_sample_interval_ns: default_flow_sample_interval_ns(),
             queue_sample_interval_ns: default_queue_sample_interval_ns(),
+            warmup_ns: 0,
         }
     }
 
@@ -144,6 +148,9 @@ impl SimConfig {
             (None, Some(pkts)) if pkts >= 1 => {}
             (None, Some(_)) => return Err("bottleneck.queue_limit_packets: must be >= 1".into()),
             _ => return Err("bottleneck: exactly one of queue_limit_bytes and queue_limit_packets must be set".into()),
+        }
+        if self.warmup_ns >= self.duration_ns {
+            return Err("warmup_ns: must be < duration_ns".into());
         }
         for (i, c) in b.schedule.iter().enumerate() {
             if i > 0 && c.at_ns < b.schedule[i - 1].at_ns {

@@ -36,6 +36,8 @@ pub enum Event {
     BottleneckDequeue,
     FlowSample,
     QueueSample,
+    /// The warm-up ends: snapshot the counters the measurement window starts from.
+    Warmup,
     /// Entry n of the bottleneck's schedule takes effect.
     LinkChange(u32),
 }

@@ -13,6 +13,7 @@ pub mod network;
 pub mod result;
 pub mod sim;
 pub mod tcp;
+pub mod window;
 
 pub use cclab_aqm as aqm;
 /// Mahimahi delivery traces (shared with the kernel engine's userspace bottleneck).
@@ -31,7 +32,9 @@ pub use sim::Simulation;
 /// 5: unpaced senders build GSO skbs and defer a short first one (tcp_tso_should_defer).
 /// 6: the bottleneck pulls from a `cclab_aqm` qdisc (CoDel, fq_codel) and TCP speaks
 /// ECN; FIFO runs are unchanged, but results gain the AQM/ECN/sojourn metrics.
-pub const MODEL_VERSION: u32 = 6;
+/// 7: results are measured over [warmup_ns, end] with the whole run beside them
+/// (`whole_run_*`); values with warmup 0 are unchanged, but every result gains columns.
+pub const MODEL_VERSION: u32 = 7;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

@@ -126,6 +126,8 @@ pub struct Bottleneck {
     pub aqm_drops: u64,
     pub dequeued_bytes: u64,
     pub max_backlog_bytes: u64,
+    /// The largest backlog since the measurement window began (`start_window`).
+    pub window_max_backlog_bytes: u64,
     pub sojourn: SojournHistogram,
 }
 
@@ -154,6 +156,7 @@ impl Bottleneck {
             aqm_drops: 0,
             dequeued_bytes: 0,
             max_backlog_bytes: 0,
+            window_max_backlog_bytes: 0,
             sojourn: SojournHistogram::default(),
         }
     }
@@ -338,7 +341,9 @@ impl Bottleneck {
                 self.advance(now);
             }
         }
-        self.max_backlog_bytes = self.max_backlog_bytes.max(self.qdisc.backlog_bytes() + self.held_bytes);
+        let backlog = self.qdisc.backlog_bytes() + self.held_bytes;
+        self.max_backlog_bytes = self.max_backlog_bytes.max(backlog);
+        self.window_max_backlog_bytes = self.window_max_backlog_bytes.max(backlog);
     }
 
     /// Counts the qdisc's drops pushed after index `before` of `dropped`.
@@ -353,12 +358,18 @@ impl Bottleneck {
     pub fn rate(&self) -> Bandwidth {
         self.rate
     }
+
+    /// The measurement window begins: its largest backlog starts from the backlog as it
+    /// stands (read without advancing the link, so the run itself is not touched).
+    pub fn start_window(&mut self) {
+        self.window_max_backlog_bytes = self.qdisc.backlog_bytes() + self.held_bytes;
+    }
 }
 
 /// Sojourn times (dequeue - enqueue) in a histogram, so percentiles cost
 /// bounded memory: 10 us bins up to 1 s, then 1 ms bins up to 100 s (longer
 /// sojourns land in the last bin). A percentile reads as its bin's midpoint.
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SojournHistogram {
     fine: Vec<u64>,
     coarse: Vec<u64>,
@@ -390,6 +401,19 @@ impl SojournHistogram {
 
     pub fn count(&self) -> u64 {
         self.count
+    }
+
+    /// The sojourns recorded since `earlier` (a clone of this histogram taken before).
+    pub fn since(&self, earlier: &SojournHistogram) -> SojournHistogram {
+        let minus = |now: &[u64], then: &[u64]| -> Vec<u64> {
+            now.iter().enumerate().map(|(i, &n)| n - then.get(i).copied().unwrap_or(0)).collect()
+        };
+        SojournHistogram {
+            fine: minus(&self.fine, &earlier.fine),
+            coarse: minus(&self.coarse, &earlier.coarse),
+            count: self.count - earlier.count,
+            sum_ns: self.sum_ns - earlier.sum_ns,
+        }
     }
 
     pub fn mean_ms(&self) -> Option<f64> {

@@ -12,6 +12,7 @@ use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
 use crate::network::{Bottleneck, DataPacket, Pipe};
 use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
 use crate::tcp::sender::{TcpSender, Transmission};
+use crate::window::Snapshot;
 use cclab_aqm::delivery_trace::DeliveryTrace;
 use crate::{FULL_FRAME_BYTES, MSS_BYTES};
 use cclab_aqm::{DropReason, Packet, PacketMeta, QueueLimit};
@@ -106,6 +107,8 @@ pub struct Simulation {
     unfinished_flows: Option<usize>,
     /// Check scoreboard invariants after every event (tests).
     pub check_invariants: bool,
+    /// The counters when the warm-up ended (None until then, or without a warm-up).
+    pub warmup: Option<Snapshot>,
 }
 
 impl Simulation {
@@ -166,6 +169,9 @@ impl Simulation {
                 queue.schedule(SimTime(change.at_ns), Event::LinkChange(i as u32));
             }
         }
+        if config.warmup_ns > 0 {
+            queue.schedule(SimTime(config.warmup_ns), Event::Warmup);
+        }
         // Forked after every flow's, so adding the qdisc's stream moved no other.
         let qdisc_rng = root_rng.fork(QDISC_RNG_STREAM);
         let mut bottleneck = Bottleneck::new(rate, limit, FULL_FRAME_BYTES as u64, qdisc, qdisc_rng);
@@ -199,6 +205,7 @@ impl Simulation {
             scratch: Vec::new(),
             unfinished_flows: config.flows.iter().all(|f| f.size_bytes.is_some()).then_some(config.flows.len()),
             check_invariants: false,
+            warmup: None,
             config,
         })
     }
@@ -345,6 +352,10 @@ impl Simulation {
             Event::QueueSample => {
                 self.sample_queue();
                 self.queue.schedule(now + SimDuration(self.config.queue_sample_interval_ns), Event::QueueSample);
+            }
+            Event::Warmup => {
+                self.warmup = Some(Snapshot::take(self));
+                self.bottleneck.start_window();
             }
         }
     }

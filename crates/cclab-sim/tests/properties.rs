@@ -58,6 +58,7 @@ fn arb_config() -> impl Strategy<Value = SimConfig> {
             flows,
             flow_sample_interval_ns: 100 * MS,
             queue_sample_interval_ns: MS,
+            warmup_ns: 0,
         })
 }
 

@@ -68,7 +68,8 @@ def latency_decrease_pct(latency_bbr: pd.Series | float, latency_cubic: pd.Serie
 
 def paired_table(flows: pd.DataFrame, metrics: Sequence[str] = PAIRED_METRICS, keys: Sequence[str] = NETWORK_KEYS) -> pd.DataFrame:
     """One row per network (`keys`) with `<metric>_bbr` and `<metric>_cubic` averaged over
-    repetitions, plus `bdp_mb`, `buffer_mb`, `buffer_bdp`, `gain_pct` and `winner`.
+    repetitions, plus `bdp_mb`, `buffer_mb`, `buffer_bdp`, `gain_pct`, `winner` and, from a
+    flows table with verdicts, `transient` (a run of the network had not converged).
 
     Networks where only one of the two CCs ran are dropped.
     """
@@ -87,6 +88,10 @@ def paired_table(flows: pd.DataFrame, metrics: Sequence[str] = PAIRED_METRICS, k
     wide["buffer_mb"] = wide["buffer_bytes"] / 1e6
     wide["buffer_bdp"] = wide["buffer_mb"] / wide["bdp_mb"]
     wide["gain_pct"] = gain_pct(wide["goodput_mbps_bbr"], wide["goodput_mbps_cubic"])
+    if "steady_converged" in numeric.columns:
+        # A network is transient when any of its runs (either CC, any repetition) had not converged.
+        unsettled = numeric.assign(_t=numeric["steady_converged"].eq(False).fillna(False)).groupby(list(keys))["_t"].any()
+        wide["transient"] = wide.set_index(list(keys)).index.map(unsettled).fillna(False).astype(bool)
     # Ties go to CUBIC: the default in Linux, and BBR costs retransmissions.
     wide["winner"] = np.where(wide["goodput_mbps_bbr"] > wide["goodput_mbps_cubic"], "BBR", "CUBIC")
     return wide

@@ -89,8 +89,8 @@ def cc_shares(
     Shares are of the payload bytes delivered (`bytes_delivered`), not sums of per-flow
     goodputs: a finite flow's goodput is over its own active time, so summing goodputs of
     flows active over different intervals can exceed the link. Columns: `*by`, `cc`,
-    `n_flows`, `share`, `goodput_mbps` (the CC's bytes over the run's duration: `duration_s`,
-    or the `duration_s` column of the store's flows table; without either, the sum of the
+    `n_flows`, `share`, `goodput_mbps` (the CC's bytes over the measured time: `duration_s`,
+    or the store's `duration_s - warmup_s`; without either, the sum of the
     flows' goodputs) and, when `rate_mbps` is given, `link_share` (of the link's goodput
     ceiling, rate x 1448/1514).
     """
@@ -101,7 +101,9 @@ def cc_shares(
     if duration_s is not None:
         frame["_mbps"] = frame["bytes_delivered"] * 8 / duration_s / 1e6
     elif "duration_s" in frame.columns:
-        frame["_mbps"] = frame["bytes_delivered"] * 8 / frame["duration_s"] / 1e6
+        # The store's flows table: bytes are counted after the run's warm-up.
+        measured_s = frame["duration_s"] - (frame["warmup_s"].fillna(0.0) if "warmup_s" in frame.columns else 0.0)
+        frame["_mbps"] = frame["bytes_delivered"] * 8 / measured_s / 1e6
     else:
         frame["_mbps"] = frame["goodput_mbps"]
     sums = frame.groupby(keys, sort=True, dropna=False).agg(

@@ -28,6 +28,9 @@ LOG_CMAP = "magma_r"
 PNG_DPI = 150
 # Gains (percent) within +-this are drawn on a linear colour scale, beyond it on a log one.
 DIVERGING_LINEAR_PCT = 10.0
+# Printed after the value of a cell whose runs had not converged (cclab.analysis.steady).
+TRANSIENT_MARK = "*"
+TRANSIENT_LEGEND = f"{TRANSIENT_MARK} = not converged (transient)"
 
 
 def new_figure(width_in: float, height_in: float) -> Figure:
@@ -100,12 +103,21 @@ def draw_heatmap(
     title: str,
     cell_format: Callable[[float], str] = compact_number,
     limits: tuple[float, float] | None = None,
+    transient: pd.DataFrame | None = None,
 ) -> None:
     """Draw `grid` (rows = y from bottom to top, columns = x) with each cell's value in it.
 
     kind: "diverging" centres a symmetric colour scale on zero (gains, in percent); "log" colours positive
     counts on a log scale and leaves zeros white with a printed 0; "sequential" is linear.
+    transient: a grid like `grid`, true where the cell's runs had not converged; those
+    cells get TRANSIENT_MARK after their value and the title says what it means.
     """
+    marked = np.zeros(grid.shape, dtype=bool)
+    if transient is not None:
+        aligned = transient.reindex(index=grid.index, columns=grid.columns)
+        marked = aligned.fillna(0).to_numpy(dtype=float) > 0
+        if marked.any():
+            title = f"{title}\n({TRANSIENT_LEGEND})"
     values = grid.to_numpy(dtype=float)
     norm = _norm(values, kind, limits)
     cmap_name = {"diverging": DIVERGING_CMAP, "sequential": SEQUENTIAL_CMAP, "log": LOG_CMAP}[kind]
@@ -120,7 +132,8 @@ def draw_heatmap(
             rgba = (1.0, 1.0, 1.0, 1.0) if np.ma.is_masked(shown[row, col]) else cmap(norm(value))
             # Dark text on light cells, light text on dark ones (relative luminance).
             luminance = 0.2126 * rgba[0] + 0.7152 * rgba[1] + 0.0722 * rgba[2]
-            ax.text(col, row, cell_format(value), ha="center", va="center", fontsize=7,
+            text = cell_format(value) + (TRANSIENT_MARK if marked[row, col] else "")
+            ax.text(col, row, text, ha="center", va="center", fontsize=7,
                     color="black" if luminance > 0.5 else "white")
     ax.set_xticks(range(values.shape[1]), [axis_label(v) for v in grid.columns])
     ax.set_yticks(range(values.shape[0]), [axis_label(v) for v in grid.index])
@@ -135,11 +148,16 @@ def heatmap_figure(
     x: str,
     y: str,
     value: str,
+    transient: str | None = None,
     **options: object,
 ) -> Figure:
-    """One heatmap of `value` over `x` and `y` from a long table (see `draw_heatmap`)."""
+    """One heatmap of `value` over `x` and `y` from a long table (see `draw_heatmap`);
+    `transient` names a boolean column: a cell is marked when any of its rows is true."""
     figure = new_figure(8.0, 6.0)
-    draw_heatmap(figure.add_subplot(), pivot(table, x=x, y=y, value=value), **options)  # type: ignore[arg-type]
+    marks = None
+    if transient is not None and transient in table.columns:
+        marks = pivot(table.assign(_transient=table[transient].fillna(False).astype(float)), x=x, y=y, value="_transient")
+    draw_heatmap(figure.add_subplot(), pivot(table, x=x, y=y, value=value), transient=marks, **options)  # type: ignore[arg-type]
     return figure
 
 

@@ -74,7 +74,9 @@ def model_from_study(table: pd.DataFrame, *, engine: str, quick: bool, duration_
     choice = max(fits, key=lambda name: (round(fits[name].cv_mean, 6), name == "paper"))
     chosen = fits[choice]
     model = dt.new_classifier().fit(table[list(chosen.features)].to_numpy(dtype=float), table["winner"].to_numpy(dtype=str))
-    grid = table[list(GRID_COLUMNS)].astype(float)
+    # A network whose runs had not converged is marked, so answers resting on it say so.
+    columns = [*GRID_COLUMNS, *(["transient"] if "transient" in table.columns else [])]
+    grid = table[columns].astype(float)
     return {
         "format": MODEL_FORMAT,
         "source": "cao2019",
@@ -85,7 +87,7 @@ def model_from_study(table: pd.DataFrame, *, engine: str, quick: bool, duration_
         "cv": {name: {"mean": fit.cv_mean, "median": fit.cv_median, "test": fit.test_accuracy} for name, fit in fits.items()},
         "ranges": {column: [float(grid[column].min()), float(grid[column].max())] for column in ("rate_mbps", "rtt_ms", "buffer_bytes")},
         "tree": dt.tree_to_dict(model, chosen.features),
-        "grid": {column: grid[column].tolist() for column in GRID_COLUMNS},
+        "grid": {column: grid[column].tolist() for column in columns},
     }
 
 
@@ -238,6 +240,10 @@ def recommend(model: dict[str, Any], *, rate_mbps: float, rtt_ms: float, buffer_
         measured = label if goodput["bbr"] > goodput["cubic"] else "CUBIC"
         if measured != choice:
             notes.append(f"the nearest studied network measured {measured} ahead; the tree generalises over its neighbours")
+    if nearest.get("transient", 0.0) > 0:
+        notes.append(
+            "the nearest studied network's runs had not converged (a transient): its goodputs may change in longer runs"
+        )
     return Recommendation(
         choice=choice,
         goodput_mbps=goodput,

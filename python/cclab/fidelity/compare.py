@@ -44,6 +44,11 @@ MIN_PATTERN_COUNT = 2
 # within 2 ms or 25% of each other.
 SOJOURN_MAX_ERROR_MS = 2.0
 SOJOURN_MAX_ERROR = 0.25
+# Steady-state windows (issue 17): a case of at least this length is also compared over the
+# last half of its run, which at 10 s or more spans several CUBIC teeth and a PROBE_RTT
+# cycle, without the start-up both engines reach by different paths. Computed from the
+# flow series, so the cases' runs (and their stored kernel runs) stay as they are.
+STEADY_MIN_DURATION_S = 20.0
 
 
 @dataclass
@@ -78,6 +83,12 @@ class CaseComparison:
     kernel_sojourn_p50_ms: float | None = None
     sim_ce_marks: int | None = None
     kernel_ce_marks: int | None = None
+    steady_from_s: float | None = None  # start of the steady-state window; None: case too short
+    sim_steady_goodput_mbps: float | None = None
+    kernel_steady_goodput_mbps: float | None = None
+    steady_goodput_error: float | None = None  # as goodput_error, over the steady-state window
+    sim_converged: bool | None = None  # each engine's steady-state verdict (first run)
+    kernel_converged: bool | None = None
 
     @property
     def sojourn_agrees(self) -> bool | None:
@@ -101,6 +112,26 @@ def _groups(result: RunResult) -> pd.Series:
         for fid, cc in zip(flows["flow_id"], flows["cc"].astype(str), strict=True)
     ]
     return flows.groupby("group")["goodput_mbps"].sum()
+
+
+def _steady_groups(result: RunResult, from_s: float) -> pd.Series:
+    """Goodput per flow group (as `_groups`) over the flow samples after `from_s`."""
+    series = result.flow_series[result.flow_series["time_s"] > from_s]
+    spec_flows = {f["flow_id"]: f for f in _resolved_flows(result)}
+    ccs = dict(zip(result.flows["flow_id"], result.flows["cc"].astype(str), strict=True))
+    per_flow = series.groupby("flow_id")["throughput_mbps"].mean()
+    groups = {
+        fid: f"{ccs.get(fid)}/{spec_flows.get(fid, {}).get('probe_bw_gain')}/{spec_flows.get(fid, {}).get('extra_rtt_ns', 0)}"
+        for fid in per_flow.index
+    }
+    return per_flow.groupby(groups).sum()
+
+
+def _group_error(sim: pd.Series, kernel: pd.Series) -> float:
+    names = sorted(set(sim.index) | set(kernel.index))
+    total = float(kernel.sum())
+    diff = sum(abs(float(sim.get(g, 0.0)) - float(kernel.get(g, 0.0))) for g in names)
+    return diff / total if total > 0 else float("inf")
 
 
 def _resolved_flows(result: RunResult) -> list[dict[str, Any]]:
@@ -225,6 +256,17 @@ def compare_case(case: Case, sims: Sequence[RunResult], kernels: Sequence[RunRes
     if case.shows:
         comparison.sim_pattern_count = pattern_count(sims[0].flow_series, case.shows)
         comparison.kernel_pattern_count = pattern_count(kernels[0].flow_series, case.shows)
+    comparison.sim_converged = (sims[0].steady_state or {}).get("converged")
+    comparison.kernel_converged = (kernels[0].steady_state or {}).get("converged")
+    duration_s = float(first.spec.get("duration_ns", 0)) / 1e9
+    if duration_s >= STEADY_MIN_DURATION_S:
+        from_s = duration_s / 2
+        sim_steady = pd.concat([_steady_groups(run, from_s) for run in sims], axis=1).fillna(0.0).mean(axis=1)
+        kernel_steady = pd.concat([_steady_groups(run, from_s) for run in kernels], axis=1).fillna(0.0).mean(axis=1)
+        comparison.steady_from_s = from_s
+        comparison.sim_steady_goodput_mbps = float(sim_steady.sum())
+        comparison.kernel_steady_goodput_mbps = float(kernel_steady.sum())
+        comparison.steady_goodput_error = _group_error(sim_steady, kernel_steady)
     return comparison
 
 
@@ -302,6 +344,21 @@ class SetSummary:
     patterns: list[tuple[str, str, int, int]] = field(default_factory=list)  # case, pattern, sim, kernel
     sojourn_cases: int = 0  # AQM cases where both engines report queueing delay
     sojourn_agreement_share: float = float("nan")
+    # Cases long enough for a steady-state window: goodput error over it, and over the
+    # whole run of the same cases, to set side by side.
+    steady_cases: int = 0
+    steady_goodput_median_error: float = float("nan")
+    steady_goodput_p90_error: float = float("nan")
+    steady_cases_whole_run_median_error: float = float("nan")
+
+    def steady_line(self) -> str:
+        if not self.steady_cases:
+            return f"Steady-state windows: no case lasts {STEADY_MIN_DURATION_S:g} s or more."
+        return (
+            f"Steady-state windows (the last half of the {self.steady_cases} cases of {STEADY_MIN_DURATION_S:g} s or more): "
+            f"goodput median |error| {self.steady_goodput_median_error:.1%}, p90 {self.steady_goodput_p90_error:.1%} "
+            f"(whole run of the same cases: median {self.steady_cases_whole_run_median_error:.1%})."
+        )
 
     def criteria(self) -> list[tuple[str, str, bool | None]]:
         """(criterion, measured, met) for each of the issue's acceptance figures."""
@@ -338,6 +395,7 @@ def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
     retrans = [c.retrans_within_factor for c in comparisons if c.retrans_within_factor is not None]
     checks = winner_checks(comparisons)
     sojourn = [c.sojourn_agrees for c in comparisons if c.regime == "aqm" and c.sojourn_agrees is not None]
+    steady = [c for c in comparisons if c.steady_goodput_error is not None]
     return SetSummary(
         cases=len(comparisons),
         goodput_median_error=float(np.median(errors)) if len(errors) else float("nan"),
@@ -351,6 +409,10 @@ def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
         patterns=[(c.case, c.pattern, c.sim_pattern_count or 0, c.kernel_pattern_count or 0) for c in comparisons if c.pattern],
         sojourn_cases=len(sojourn),
         sojourn_agreement_share=float(np.mean(sojourn)) if sojourn else float("nan"),
+        steady_cases=len(steady),
+        steady_goodput_median_error=float(np.median([c.steady_goodput_error for c in steady])) if steady else float("nan"),
+        steady_goodput_p90_error=float(np.percentile([c.steady_goodput_error for c in steady], 90)) if steady else float("nan"),
+        steady_cases_whole_run_median_error=float(np.median([c.goodput_error for c in steady])) if steady else float("nan"),
     )
 
 

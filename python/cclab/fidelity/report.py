@@ -49,6 +49,8 @@ def write_report(report: ValidationReport, shown: dict[str, dict[str, RunResult]
         f"Median mean-queue difference: {_pct(summary.queue_median_error_of_limit)} of the buffer; "
         f"median mean-RTT error: {_pct(summary.rtt_median_error)}.",
         "",
+        summary.steady_line(),
+        "",
         "![goodput per case](figures/goodput_scatter.png)",
         "![errors per case](figures/errors.png)",
         "",
@@ -111,5 +113,6 @@ def write_report(report: ValidationReport, shown: dict[str, dict[str, RunResult]
 def console_lines(report: ValidationReport) -> list[str]:
     lines = [f"{report.set.name}: {report.summary.cases} cases compared ({len(report.excluded)} left out)"]
     lines += [f"  {({True: 'ok ', False: 'NO ', None: 'n/a'})[met]} {name}: {measured}" for name, measured, met in report.summary.criteria()]
+    lines.append(f"  {report.summary.steady_line()}")
     lines += [f"  left out: {line}" for line in report.excluded]
     return lines

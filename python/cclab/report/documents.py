@@ -131,13 +131,22 @@ def gain_heatmaps(path: Path) -> list[dict[str, Any]]:
         gain = rows.pivot_table(index="rate_mbps", columns="rtt_ms", values="gain_pct", aggfunc="mean").sort_index().sort_index(axis=1)
         bbr = rows.pivot_table(index="rate_mbps", columns="rtt_ms", values="goodput_mbps_bbr", aggfunc="mean").reindex_like(gain)
         cubic = rows.pivot_table(index="rate_mbps", columns="rtt_ms", values="goodput_mbps_cubic", aggfunc="mean").reindex_like(gain)
+        # A network whose runs had not converged (goodput.csv's `transient`) says so on hover.
+        transient = np.zeros(gain.shape, dtype=bool)
+        if "transient" in rows.columns:
+            marks = rows.assign(t=rows["transient"].astype(float)).pivot_table(index="rate_mbps", columns="rtt_ms", values="t", aggfunc="max")
+            transient = marks.reindex_like(gain).fillna(0).to_numpy(float) > 0
         hover = [
-            [f"BBR {b:.1f} Mbit/s, CUBIC {c:.1f} Mbit/s" if np.isfinite(b) and np.isfinite(c) else "" for b, c in zip(bbr_row, cubic_row, strict=True)]
-            for bbr_row, cubic_row in zip(bbr.to_numpy(float), cubic.to_numpy(float), strict=True)
+            [
+                (f"BBR {b:.1f} Mbit/s, CUBIC {c:.1f} Mbit/s" + (" (not converged: transient)" if t else "")) if np.isfinite(b) and np.isfinite(c) else ""
+                for b, c, t in zip(bbr_row, cubic_row, t_row, strict=True)
+            ]
+            for bbr_row, cubic_row, t_row in zip(bbr.to_numpy(float), cubic.to_numpy(float), transient, strict=True)
         ]
+        note = f" ({int(transient.sum())} cells not converged: see hover)" if transient.any() else ""
         charts.append(
             plots.heatmap(
-                f"BBR's goodput gain over CUBIC, buffer {_size(int(buffer_bytes))}",
+                f"BBR's goodput gain over CUBIC, buffer {_size(int(buffer_bytes))}{note}",
                 [f"{v:g}" for v in gain.columns],
                 [f"{v:g}" for v in gain.index],
                 gain.to_numpy(float),

@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from cclab.analysis.steady import link_shares_over_time, share_window_s
 from cclab.report import plots
 from cclab.report.page import Page, esc, frame_table, grid, json_block, key_value_table
 from cclab.results import RunResult
@@ -40,6 +41,9 @@ def render_run(result: RunResult, title: str) -> str:
     page.section("Flows", frame_table(result.flows, sortable=True))
     labels = {int(row.flow_id): flow_label(int(row.flow_id), str(row.cc)) for row in result.flows.itertuples()}
     page.section("Flow time series", grid([page.plot(figure) for figure in flow_charts(result.flow_series, labels)]))
+    shares = share_chart(result, labels)
+    if shares is not None:
+        page.section("Share of the link over time", page.plot(shares))
     bands = state_chart(result, labels)
     if bands is not None:
         page.section("CC state", page.plot(bands))
@@ -72,7 +76,51 @@ def _overview(result: RunResult) -> str:
     else:
         reasons = "; ".join(map(str, validity.get("reasons", []))) or "no reason given"
         badge = f'<span class="badge bad">INVALID RUN</span> {esc(reasons)}'
-    return f"<p>{badge}</p><h3>Bottleneck</h3>" + key_value_table(result.bottleneck.items())
+    return (
+        f"<p>{badge}</p><p>{esc(_steady_text(result.steady_state))}</p><h3>Bottleneck</h3>"
+        + key_value_table(result.bottleneck.items())
+    )
+
+
+def _steady_text(state: dict[str, Any] | None) -> str:
+    if not state:
+        return "Steady state: not judged."
+    window = f"Metrics cover [{state['window_start_s']:g}, {state['window_end_s']:g}] s (whole_run_* the whole run). "
+    if state.get("converged") is None:
+        return window + f"Steady state: not judged ({state.get('reason')})."
+    if state["converged"]:
+        return window + f"Steady state: converged (shares moved {state['share_drift_pts']:.1f} points between the last two quarters)."
+    return window + (
+        f"NOT CONVERGED: shares moved {state['share_drift_pts']:.1f} points between the last two quarters and the window's "
+        f"shares are {state.get('startup_bias_pts') or 0:.1f} points from its last half's (threshold {state['threshold_pts']:g})."
+    )
+
+
+def share_chart(result: RunResult, labels: dict[int, str]) -> dict[str, Any] | None:
+    """Each flow's rolling share of the link, with the warm-up and the two quarters the
+    steady-state verdict compares shaded."""
+    duration_s = result.spec["duration_ns"] / 1e9
+    window_s = share_window_s(duration_s)
+    shares = link_shares_over_time(result.flow_series, rate_bps=result.spec["bottleneck"]["rate_bps"], window_s=window_s)
+    if shares.empty:
+        return None
+    lines = []
+    for flow_id, label in labels.items():
+        rows = shares.loc[shares["flow_id"] == flow_id, ["time_s", "share"]]
+        if not rows.empty:
+            rows, _ = plots.bucketed(rows, "time_s", {"share": "mean"})
+            lines.append(plots.Line(label, rows["time_s"], rows["share"] * 100, plots.flow_colour(flow_id)))
+    state = result.steady_state or {}
+    start = float(state.get("window_start_s", 0.0))
+    end = float(state.get("window_end_s", duration_s))
+    quarter = (end - start) / 4
+    shapes = [
+        {"type": "rect", "xref": "x", "yref": "paper", "x0": x0, "x1": x1, "y0": 0, "y1": 1, "fillcolor": colour, "opacity": 0.12, "line": {"width": 0}}
+        for x0, x1, colour in ((0.0, start, "#888888"), (end - 2 * quarter, end - quarter, "#1f77b4"), (end - quarter, end, "#ff7f0e"))
+        if x1 > x0
+    ]
+    title = f"Share of the link per flow, rolling {window_s:g} s (grey: warm-up; blue, orange: the quarters the verdict compares)"
+    return plots.time_chart(title, "% of the link's goodput", "%", lines, shapes=shapes)
 
 
 def _event_counts(events: pd.DataFrame) -> str:

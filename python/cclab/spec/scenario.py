@@ -190,6 +190,9 @@ class Flow(_Strict):
 class Output(_Strict):
     flow_sample_interval_ms: float = Field(default=100.0, gt=0)
     queue_sample_interval_ms: float = Field(default=1.0, gt=0)
+    # Metrics are computed over [warmup_s, end]: start-up transients (slow start, BBR's
+    # STARTUP, deep buffers filling) otherwise weigh on every average.
+    warmup_s: float = Field(default=0.0, ge=0, description="metrics cover [warmup_s, end]")
 
     @model_validator(mode="after")
     def _whole_nanoseconds(self) -> Self:
@@ -243,6 +246,11 @@ class Scenario(_Strict):
                     ("flows", index, "start_s"),
                     f"must be < duration_s ({self.duration_s:g}) (got {flow.start_s:g})",
                 )
+        if self.output.warmup_s >= self.duration_s:
+            raise FieldError(
+                ("output", "warmup_s"),
+                f"must be < duration_s ({self.duration_s:g}) (got {self.output.warmup_s:g})",
+            )
         return self
 
     @classmethod
@@ -309,6 +317,9 @@ class Scenario(_Strict):
             "flows": flows,
             "flow_sample_interval_ns": _ns(self.output.flow_sample_interval_ms, 1e6),
             "queue_sample_interval_ns": _ns(self.output.queue_sample_interval_ms, 1e6),
+            # Only with a warm-up: a run without one keeps the config, and so the run key
+            # (sweep.run_key), it had before warm-ups existed; engines default it to 0.
+            **({"warmup_ns": _ns(self.output.warmup_s, 1e9)} if self.output.warmup_s > 0 else {}),
         }
 
 

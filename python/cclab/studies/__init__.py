@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from cclab.errors import SpecError
 
@@ -48,3 +50,15 @@ def get_study(name: str) -> ModuleType:
         known = ", ".join(studies) or "(none)"
         raise SpecError(f"unknown study {name!r}; known studies: {known}")
     return studies[name]
+
+
+def run_study(study: ModuleType, out_dir: Path, **options: Any) -> Path:
+    """Run `study` into `out_dir` and end its summary.md with how many of its runs were
+    still transient (cclab.analysis.steady), which every study's numbers depend on."""
+    from cclab.analysis.steady import transient_note
+    from cclab.store import load_flows
+
+    summary = Path(study.run(Path(out_dir), **options))
+    text = summary.read_text(encoding="utf-8").rstrip("\n")
+    summary.write_text(f"{text}\n\n## Steady state\n\n{transient_note(load_flows(out_dir))}\n", encoding="utf-8")
+    return summary

@@ -140,9 +140,10 @@ def gain_figure(by: dict[tuple[str, str], pd.DataFrame], bbr: str, scenario: str
             ax = figure.add_subplot(2, len(AQMS), row * len(AQMS) + col + 1)
             table = by[(aqm, bbr)]
             rows = table[table["buffer_bytes"] == buffer_bytes]
+            marks = pivot(rows.assign(t=rows["transient"].astype(float)), x="rtt_ms", y="rate_mbps", value="t") if "transient" in rows else None
             draw_heatmap(ax, pivot(rows, x="rtt_ms", y="rate_mbps", value="gain_pct"), kind="diverging",
                          xlabel="base RTT (ms)", ylabel="rate (Mbit/s)", colorbar_label="GpGain (%)",
-                         title=f"{cc_label(bbr)} over CUBIC, {aqm}, {label}")  # fmt: skip
+                         title=f"{cc_label(bbr)} over CUBIC, {aqm}, {label}", transient=marks)  # fmt: skip
     figure.suptitle(f"{cc_label(bbr)}'s goodput gain over CUBIC behind each queue (red: {cc_label(bbr)} better) - {scenario}")
     return figure
 

@@ -255,7 +255,7 @@ def _grid(table: pd.DataFrame, value: str) -> pd.DataFrame:
 
 def gain_figure(table: pd.DataFrame, buffer_bytes: int, label: str, scenario: str) -> Any:
     return heatmap_figure(
-        table[table["buffer_bytes"] == buffer_bytes], x=AXES["x"], y=AXES["y"], value="gain_pct", kind="diverging",
+        table[table["buffer_bytes"] == buffer_bytes], x=AXES["x"], y=AXES["y"], value="gain_pct", kind="diverging", transient="transient",
         xlabel=AXES["xlabel"], ylabel=AXES["ylabel"], colorbar_label="GpGain = (BBR - CUBIC) / CUBIC (%)",
         title=f"BBR's goodput gain over CUBIC (red: BBR better) - buffer {label} - {scenario}",
     )

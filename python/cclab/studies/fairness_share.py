@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from cclab.analysis import fairness, queue, timeseries
+from cclab.analysis.steady import steady_label, warmup_s_of
 from cclab.studies._manyflows import bdp_label, invalid_note, md_table, run_grid, verdict
 
 NAME = "fairness-share"
@@ -45,6 +46,7 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
         "duration_s": plan.duration_s,
         "bottleneck": {"rate_mbps": RATE_MBPS, "rtt_ms": RTT_MS},
         "flows": [{"cc": "bbr"}, {"cc": "cubic"}],
+        "output": {"warmup_s": WARMUP_S},  # goodputs, shares and queue after the start-up
     }
     grid = run_grid(
         out_dir, "bbr-vs-cubic", base, {"bottleneck.buffer": [bdp_label(b) for b in plan.buffers_bdp]},
@@ -53,8 +55,8 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
     rows = []
     for _, run_row in grid.runs().iterrows():
         result = grid.run(run_row["run_key"])
-        shares = fairness.cc_shares(result.flows, rate_mbps=RATE_MBPS, duration_s=plan.duration_s).set_index("cc")
-        series = result.flow_series[result.flow_series["time_s"] > WARMUP_S]
+        shares = fairness.cc_shares(result.flows, rate_mbps=RATE_MBPS, duration_s=plan.duration_s - warmup_s_of(result)).set_index("cc")
+        series = result.flow_series[result.flow_series["time_s"] > warmup_s_of(result)]
         over_time = fairness.cc_shares_over_time(series, result.flows.set_index("flow_id")["cc"].astype(str), SHARE_WINDOW_S)
         q = fairness.share_quartiles(over_time).set_index("cc")
         rows.append(
@@ -68,6 +70,7 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
                 "CUBIC Mbit/s": float(shares.loc["cubic", "goodput_mbps"]),
                 "utilization": result.bottleneck["utilization"],
                 "queue p50 BDP": result.bottleneck["queue_p50_bytes"] / queue.bdp_bytes(RATE_MBPS * 1e6, RTT_MS / 1e3),
+                "converged": steady_label(result.steady_state),
             }
         )
     frame = pd.DataFrame(rows).sort_values("buffer_bdp").reset_index(drop=True)
@@ -77,7 +80,7 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
         {"BBR": frame.rename(columns={"BBR share": "y", "BBR p25": "lo", "BBR p75": "hi"}),
          "CUBIC": frame.rename(columns={"CUBIC share": "y", "CUBIC p25": "lo", "CUBIC p75": "hi"})},
         x="buffer_bdp", y="y", band=("lo", "hi"), logx=True, xlabel="buffer (BDP, log scale)",
-        ylabel="share of goodput (whole run; band: quartiles of 1 s shares)",
+        ylabel=f"share of goodput (after {WARMUP_S:g} s; band: quartiles of 1 s shares)",
         title=f"1 BBR vs 1 CUBIC, {RATE_MBPS / 1000:g} Gbit/s, {RTT_MS} ms", stem=out_dir / "share_vs_buffer",
         colors={"BBR": timeseries.cc_color("bbr"), "CUBIC": timeseries.cc_color("cubic")}, hlines={"equal share": 0.5},
     )  # fmt: skip
@@ -96,9 +99,9 @@ def _crossing_bdp(frame: pd.DataFrame) -> float | None:
 
 
 def _summary(frame: pd.DataFrame, plan: Plan, quick: bool, engine: str) -> str:
-    fmt = {c: ".2f" for c in frame.columns}
+    fmt = {c: ".2f" for c in frame.columns if c != "converged"}
     fmt.update({"buffer_bdp": "g", "BBR Mbit/s": ".1f", "CUBIC Mbit/s": ".1f", "utilization": ".3f"})
-    columns = ["buffer_bdp", "BBR share", "CUBIC share", "BBR p25", "BBR p75", "BBR Mbit/s", "CUBIC Mbit/s", "utilization", "queue p50 BDP"]
+    columns = ["buffer_bdp", "BBR share", "CUBIC share", "BBR p25", "BBR p75", "BBR Mbit/s", "CUBIC Mbit/s", "utilization", "queue p50 BDP", "converged"]
     shallow, deep = frame.iloc[0], frame.iloc[-1]
     bbr_shallow = bool(shallow["BBR share"] > 0.5)
     cubic_deep = bool(deep["CUBIC share"] > 0.5)
@@ -106,7 +109,7 @@ def _summary(frame: pd.DataFrame, plan: Plan, quick: bool, engine: str) -> str:
     mode = "quick (a demo, not a measurement)" if quick else "full"
     return (
         f"# {NAME}: {DESCRIPTION}\n\n"
-        f"Mode: {mode}; engine {engine}; {plan.duration_s:g} s per run. Shares are of the whole run's goodput; "
+        f"Mode: {mode}; engine {engine}; {plan.duration_s:g} s per run. Shares are of the goodput after a {WARMUP_S:g} s warm-up; "
         f"p25/p75 are quartiles of BBR's share over {SHARE_WINDOW_S:g} s windows after a {WARMUP_S:g} s warm-up.\n\n"
         f"{md_table(frame.to_dict('records'), columns, fmt)}\n\n"
         "## Findings\n\n"

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from cclab.analysis import fairness, oscillation, queue, timeseries
+from cclab.analysis.steady import warmup_s_of
 from cclab.studies._manyflows import Grid, bdp_label, invalid_note, md_table, run_grid, verdict
 
 NAME = "shallow-buffers"
@@ -62,6 +63,8 @@ def _base(flows: list[dict], duration_s: float, buffer: str = f"{SEED_QUEUE_BYTE
         "duration_s": duration_s,
         "bottleneck": {"rate_mbps": RATE_MBPS, "rtt_ms": RTT_MS, "buffer": buffer},
         "flows": flows,
+        # Every metric of the result (utilization, Jain, shares) after the startup too.
+        "output": {"warmup_s": WARMUP_S},
     }
 
 
@@ -149,8 +152,8 @@ def _standing_row(grid: Grid, row: pd.Series, engine: str, out_dir: Path) -> dic
     result = grid.run(row["run_key"])
     limit = row["x_buffer"]
     bdp = queue.bdp_bytes(RATE_MBPS * 1e6, RTT_MS / 1e3)
-    standing = queue.standing_queue_bytes(result.queue_series, WARMUP_S)
-    steady = queue.steady(result.queue_series, WARMUP_S)
+    standing = queue.standing_queue_bytes(result.queue_series, warmup_s_of(result))
+    steady = queue.steady(result.queue_series, warmup_s_of(result))
     timeseries.run_timeseries(
         result.flow_series, result.queue_series, result.flows, rate_bps=RATE_MBPS * 1e6, rtt_s=RTT_MS / 1e3,
         title=f"4 BBR flows, {RATE_MBPS} Mbit/s, {RTT_MS} ms, queue {limit} ({engine})",
@@ -162,7 +165,7 @@ def _standing_row(grid: Grid, row: pd.Series, engine: str, out_dir: Path) -> dic
         "standing B": standing,
         "standing BDP": standing / bdp,
         "mean BDP": float(steady["queue_bytes"].mean()) / bdp,
-        "loss %": queue.steady_loss_percent(result.queue_series, RATE_MBPS * 1e6, WARMUP_S),
+        "loss %": queue.steady_loss_percent(result.queue_series, RATE_MBPS * 1e6, warmup_s_of(result)),
         "utilization": result.bottleneck["utilization"],
         "Jain": fairness.jain_index(result.flows["goodput_mbps"]),
     }
@@ -205,7 +208,7 @@ def _loss_table(grid: Grid, cc: str) -> pd.DataFrame:
                 "cc": cc,
                 "rate_mbps": rate,
                 "buffer_bdp": float(str(row["x_buffer"]).removesuffix("bdp")),
-                "loss_percent": queue.steady_loss_percent(result.queue_series, rate * 1e6, WARMUP_S),
+                "loss_percent": queue.steady_loss_percent(result.queue_series, rate * 1e6, warmup_s_of(result)),
                 "retrans_percent": 100 * queue.aggregate_retransmission_rate(result.flows),
                 "utilization": result.bottleneck["utilization"],
             }
@@ -267,7 +270,7 @@ def _duel_rows(grid: Grid, engine: str) -> list[dict]:
     for _, row in grid.runs().iterrows():
         result = grid.run(row["run_key"])
         buffer_bdp = float(str(row["x_buffer"]).removesuffix("bdp"))
-        series = result.flow_series[result.flow_series["time_s"] > WARMUP_S]
+        series = result.flow_series[result.flow_series["time_s"] > warmup_s_of(result)]
         shares = fairness.cc_shares_over_time(series, result.flows.set_index("flow_id")["cc"].astype(str), SHARE_WINDOW_S)
         q = fairness.share_quartiles(shares).set_index("cc")
         total = fairness.cc_shares(result.flows).set_index("cc")["share"]
@@ -291,7 +294,7 @@ def _duel_rows(grid: Grid, engine: str) -> list[dict]:
                 "CUBIC p50": float(q.loc["cubic", "p50"]) if "cubic" in q.index else np.nan,
                 "CUBIC p75": float(q.loc["cubic", "p75"]) if "cubic" in q.index else np.nan,
                 "period_s": period,
-                "loss %": queue.steady_loss_percent(result.queue_series, RATE_MBPS * 1e6, WARMUP_S),
+                "loss %": queue.steady_loss_percent(result.queue_series, RATE_MBPS * 1e6, warmup_s_of(result)),
                 "utilization": result.bottleneck["utilization"],
             }
         )

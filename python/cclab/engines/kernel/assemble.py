@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cclab.engines.kernel import netem, topology
+from cclab.engines.kernel import netem, topology, window
 from cclab.engines.kernel.link_changes import offered_bits
 from cclab.engines.kernel.sampler import Sampler
 from cclab.engines.kernel.shaping import HEADERS_BYTES
@@ -60,6 +60,11 @@ class Measured:
     ecn_of_flow: list[bool] = field(default_factory=list)
     #: The resolved bottleneck: with a schedule or a trace, utilization counts what it offered.
     link: dict = field(default_factory=dict)
+    #: Metrics cover [warmup_s, end]: the router's and the receiver's per-flow counters
+    #: as read at the warm-up (None without one, or if the run never got there).
+    warmup_s: float = 0.0
+    router_at_warmup: dict | None = None
+    receiver_at_warmup: dict | None = None
 
     @property
     def userspace_report(self) -> dict | None:
@@ -116,6 +121,66 @@ def flow_result(m: Measured, p: FlowPlan) -> dict:
         "ce_marks_received": m.receiver_counters.get(("ce", p.index), (0, 0))[0],
         "aqm_drop_segments": aqm_drop_segments(m, p),
     }
+
+
+def windowed(m: Measured, flows: list[dict], bn: dict, qs: dict) -> tuple[list[dict], dict]:
+    """The whole-run results moved to `whole_run_*`, the metrics over [warmup_s, end] in
+    their place (window.py); without a warm-up both are the same values."""
+    if m.warmup_s <= 0:
+        return [window.with_whole_run(f, window.FLOW_METRICS) for f in flows], window.with_whole_run(bn, window.BOTTLENECK_METRICS)
+    by_id = {p.flow_id: p for p in m.plans}
+    out = []
+    for f in flows:
+        p = by_id[f["flow_id"]]
+        rows = m.sampler.flows[p.flow_id]
+        out.append(window.flow_window(
+            f, warmup_s=m.warmup_s, at_warmup=counters_at_warmup(m, p),
+            srtt_ms_after=[s.srtt_us / 1000 for t, s in zip(rows.time_s, rows.samples) if t > m.warmup_s and s.srtt_us > 0],
+        ))  # fmt: skip
+    return out, window.bottleneck_window(
+        bn, qs, out, warmup_s=m.warmup_s, duration_s=m.duration_s, rate_bps=m.rate_bps, sent_bytes=sent_bytes_since_warmup(m)
+    )
+
+
+def sent_bytes_since_warmup(m: Measured) -> int:
+    """Bytes the bottleneck sent after the warm-up: its cumulative counter at the end minus
+    its last sample by the warm-up (the userspace bottleneck's series, else tbf's)."""
+    report = m.userspace_report
+    if report is not None:
+        series = report["series"]
+        before = [b for t_ns, b in zip(series["time_realtime_ns"], series["bytes_sent"]) if t_ns / 1e9 - m.t0_realtime <= m.warmup_s]
+        return report["bytes_sent"] - (before[-1] if before else 0)
+    q = m.sampler.queue
+    base = m.tbf_first
+    for t, s in zip(q.time_s, q.stats):
+        if t > m.warmup_s:
+            break
+        base = s
+    return m.tbf_last.bytes - base.bytes
+
+
+def counters_at_warmup(m: Measured, p: FlowPlan) -> dict[str, int | None]:
+    """Flow `p`'s cumulative counters at the warm-up: its last TCP_INFO sample by then and
+    the per-flow packet counters the engine read then."""
+    rows = m.sampler.flows[p.flow_id]
+    sample = None
+    for t, s in zip(rows.time_s, rows.samples):
+        if t > m.warmup_s:
+            break
+        sample = s
+    counters: dict[str, int | None] = {}
+    if sample is not None:
+        counters.update(
+            bytes_delivered=sample.bytes_acked, bytes_sent=sample.bytes_sent, data_segments_sent=sample.data_segs_out,
+            retrans_segments=sample.total_retrans, rto_count=sample.total_rto,
+        )  # fmt: skip
+    if m.router_at_warmup is not None and m.receiver_at_warmup is not None:
+        sent_pkts = m.router_at_warmup.get(("sent", p.index), (0, 0))[0]
+        loss_pkts = m.router_at_warmup.get(("loss", p.index), (0, 0))[0]
+        counters.update(data_segments_sent=sent_pkts, random_loss_segments=loss_pkts,
+            ce_marks_received=m.receiver_at_warmup.get(("ce", p.index), (0, 0))[0],
+        )  # fmt: skip
+    return counters
 
 
 def aqm_drop_segments(m: Measured, p: FlowPlan) -> int | None:

@@ -282,6 +282,9 @@ def _run(  # noqa: PLR0915
     # stops it: not completed, with the bytes that arrived until then.
     cut_at_end: set[int] = set()
     last_report = 0.0
+    # The per-flow packet counters at the end of the warm-up start the measured window.
+    warmup_s = config.get("warmup_ns", 0) / 1e9
+    at_warmup: tuple[dict, dict] | None = None
     while pending or any(c.poll() is None for c in clients.values()):
         now = time.monotonic() - t0
         while pending and pending[0].start_s - lead_s[pending[0].flow_id] <= now:
@@ -294,6 +297,8 @@ def _run(  # noqa: PLR0915
                 if c is not None and c.poll() is None:
                     finite.stop_at_run_end(p, c)
                     cut_at_end.add(p.flow_id)
+        if at_warmup is None and 0 < warmup_s <= now:
+            at_warmup = (shaping.read_counters(topo.router), shaping.read_counters(topo.receiver))
         if now > deadline:
             break
         if started.delay_line is not None and not started.delay_line.alive():
@@ -363,10 +368,14 @@ def _run(  # noqa: PLR0915
         syn_s=syn_s, received=received, cut_at_end=cut_at_end, sender_retrans=sender_retrans,
         receiver_cpu_s=receiver_cpu_s, aqm_kind=aqm_cfg["kind"], aqm_userspace=userspace,
         aqm_counters=aqm_counters, t0_realtime=t0_realtime, ecn_of_flow=ecn_of_flow, link=b,
+        warmup_s=warmup_s, router_at_warmup=at_warmup and at_warmup[0], receiver_at_warmup=at_warmup and at_warmup[1],
     )  # fmt: skip
     flow_results = [assemble.flow_result(m, p) for p in plans]
     qs = assemble.queue_series(m)
     bn = assemble.bottleneck(m, flow_results, qs)
+    # Validity checks the whole run (retransmissions against drops); results report the window.
+    run_validity = assemble.validity(m, flow_results, bn)
+    flow_results, bn = assemble.windowed(m, flow_results, bn, qs)
     events = {"time_s": [], "flow_id": [], "kind": [], "detail": []}
     for f in flow_results:
         for t, kind in ((f["start_s"], "flow_start"), (f["end_s"], "flow_end")):
@@ -382,7 +391,7 @@ def _run(  # noqa: PLR0915
         "events": events,
         "stats": {"events_processed": 0, "data_packets": m.tbf_last.packets - m.tbf_first.packets,
                   "sim_wall_s": m.wall_s},
-        "validity": assemble.validity(m, flow_results, bn),
+        "validity": run_validity,
         "provenance": {
             **provenance(config, topo, m, idle_rtt, delay_report, limit_bytes, delay_of_queue, choice),
             "aqm": aqm.describe(aqm_choice, aqm_cfg, kernel_args=kernel_aqm_args, hard_limit=hard_limit,

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from cclab.analysis import fairness, queue, timeseries
+from cclab.analysis.steady import warmup_s_of
 from cclab.studies._manyflows import Grid, bdp_label, invalid_note, md_table, run_grid
 from cclab.studies.kfoury2021.plan import ALL_CCS, BBRS, RATE_MBPS, WARMUP_S, Finding, Plan, buffer_bdp, label, link
 
@@ -60,7 +61,8 @@ def retransmissions(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Find
 
 
 def queueing_delay(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]:
-    base = {"duration_s": plan.duration_s, "bottleneck": link(30, "10bdp"), "flows": [{"cc": "bbr", "count": 2}]}
+    base = {"duration_s": plan.duration_s, "bottleneck": link(30, "10bdp"), "flows": [{"cc": "bbr", "count": 2}],
+            "output": {"warmup_s": WARMUP_S}}  # flow RTTs and utilization after the start-up, as the delay
     grid = run_grid(
         out_dir, "queueing-delay", base, {"flows.0.cc": list(ALL_CCS), "flows.0.count": list(plan.delay_flows)},
         columns={"flows.0.cc": "x_cc", "flows.0.count": "x_n"}, **kw,
@@ -68,7 +70,7 @@ def queueing_delay(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Findi
     rows = []
     for run_key, flows in grid.flows.groupby("run_key"):
         result = grid.run(run_key)
-        delay = queue.steady(queue.queueing_delay_ms(result.queue_series, RATE_MBPS * 1e6), WARMUP_S)["delay_ms"]
+        delay = queue.steady(queue.queueing_delay_ms(result.queue_series, RATE_MBPS * 1e6), warmup_s_of(result))["delay_ms"]
         rows.append({"cc": label(flows["x_cc"].iloc[0]), "x_cc": flows["x_cc"].iloc[0], "flows": int(flows["x_n"].iloc[0]),
                      "queueing delay mean ms": delay.mean(), "p95 ms": delay.quantile(0.95),
                      "flow RTT mean ms": flows["rtt_mean_ms"].mean(), "utilization": result.bottleneck["utilization"]})  # fmt: skip

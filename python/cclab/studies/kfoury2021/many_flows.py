@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.colors import LinearSegmentedColormap
 
 from cclab.analysis import fairness, timeseries
+from cclab.analysis.figures import TRANSIENT_LEGEND, TRANSIENT_MARK
 from cclab.studies._manyflows import Grid, bdp_label, invalid_note, md_table, run_grid
 from cclab.studies.kfoury2021.plan import ALL_CCS, BBRS, FAIR_SHARE_MBPS, RATE_MBPS, Finding, Plan, buffer_bdp, label, link
 
@@ -77,8 +78,11 @@ def coexistence(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]
         rows.append({"BBR": label(bbr), "x_bbr": bbr, "buffer_bdp": buffer_bdp(buffer), "loss %": 100 * loss,
                      "utilization": float(flows["bottleneck_utilization"].iloc[0]),
                      "CUBIC %": 100 * float(shares.get("cubic", 0)), "BBR %": 100 * float(shares.get(bbr, 0)),
-                     "Jain": fairness.jain_index(flows["goodput_mbps"])})  # fmt: skip
+                     "Jain": fairness.jain_index(flows["goodput_mbps"]),
+                     # Shares that were still moving at the end of the run (cclab.analysis.steady).
+                     "transient": bool(flows["steady_converged"].eq(False).fillna(False).any())})  # fmt: skip
     frame = pd.DataFrame(rows).sort_values(["BBR", "buffer_bdp", "loss %"])
+    frame["converged"] = np.where(frame["transient"], "no (transient)", "yes")
     for bbr in BBRS:
         sub = frame[frame.x_bbr == bbr]
         if not sub.empty:
@@ -96,7 +100,7 @@ def coexistence(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]
     ]  # fmt: skip
     text = (
         "\n## B. 1 CUBIC vs 1 BBR: utilization and each CC's share of the link\n\n"
-        f"{md_table(frame.to_dict('records'), ['BBR', 'buffer_bdp', 'loss %', 'utilization', 'CUBIC %', 'BBR %', 'Jain'], fmt)}\n"
+        f"{md_table(frame.to_dict('records'), ['BBR', 'buffer_bdp', 'loss %', 'utilization', 'CUBIC %', 'BBR %', 'Jain', 'converged'], fmt)}\n"
         f"{invalid_note(grid, kw['include_invalid'])}\n"
         f"- Mean gap between the BBR and CUBIC shares over the cells, in points: {ours}.\n"
         "- Figures: `coexistence_heatmap_{bbr,bbr2,bbr3}.png|svg` (as the slides: utilization on top, CUBIC bottom "
@@ -117,13 +121,15 @@ def _heatmap(frame: pd.DataFrame, bbr: str, stem: Path) -> None:
     for i, b in enumerate(buffers):
         for j, p in enumerate(losses):
             cell = grid.loc[(b, p)]
-            ax.text(j, i + 0.15, f"{100 * cell['utilization']:.0f}", ha="center", va="center", fontsize=11, weight="bold")
+            mark = TRANSIENT_MARK if cell["transient"] else ""
+            ax.text(j, i + 0.15, f"{100 * cell['utilization']:.0f}{mark}", ha="center", va="center", fontsize=11, weight="bold")
             ax.text(j, i - 0.2, f"{cell['CUBIC %']:.0f}   {cell['BBR %']:.0f}", ha="center", va="center", fontsize=9)
     ax.set_xticks(range(len(losses)), [f"{p:g}%" for p in losses])
     ax.set_yticks(range(len(buffers)), [f"{b:g}" for b in buffers])
     ax.set_xlabel("random loss")
     ax.set_ylabel("buffer (BDP)")
-    ax.set_title(f"1 CUBIC vs 1 {label(bbr)}, 1 Gbit/s, 20 ms\nutilization % (top); CUBIC % | {label(bbr)} % (bottom)", fontsize=10)
+    legend = f"; {TRANSIENT_LEGEND}" if frame["transient"].any() else ""
+    ax.set_title(f"1 CUBIC vs 1 {label(bbr)}, 1 Gbit/s, 20 ms\nutilization % (top); CUBIC % | {label(bbr)} % (bottom){legend}", fontsize=10)
     fig.colorbar(image, ax=ax, label=f"{label(bbr)}'s share of the link (%)")
     timeseries.save(fig, stem)
 
