@@ -396,7 +396,7 @@ def _run(  # noqa: PLR0915
             **provenance(config, topo, m, idle_rtt, delay_report, limit_bytes, delay_of_queue, choice),
             "aqm": aqm.describe(aqm_choice, aqm_cfg, kernel_args=kernel_aqm_args, hard_limit=hard_limit,
                                 counters=aqm_counters),
-            **({"link_changes": changer.report(delay_report, t0_realtime)} if changer is not None else {}),
+            **({"link_changes": changer.report(delay_report)} if changer is not None else {}),
             "flow_starts": [
                 {"flow_id": p.flow_id, "planned_s": p.start_s, "launch_lead_s": round(lead_s[p.flow_id], 6),
                  "data_syn_s": None if p.flow_id not in syn_s else round(syn_s[p.flow_id], 6)}

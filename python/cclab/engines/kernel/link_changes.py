@@ -78,11 +78,13 @@ class LinkChanger:
     applied: list[tuple[float, float, str]] = field(default_factory=list)
     _thread: threading.Thread | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
+    #: The run's t0 on the delay line's clock, as sent to it (exact, to map its times back).
+    _t0_realtime_ns: int = 0
 
     def start(self, t0_monotonic: float) -> None:
         link = self.config["bottleneck"]
-        t0_realtime_ns = time.time_ns() - int((time.monotonic() - t0_monotonic) * 1e9)
-        self._send_to_delay_line(link, t0_realtime_ns)
+        self._t0_realtime_ns = time.time_ns() - int((time.monotonic() - t0_monotonic) * 1e9)
+        self._send_to_delay_line(link, self._t0_realtime_ns)
         thread_changes = [c for c in link.get("schedule") or [] if self._thread_part(c)]
         if thread_changes:
             self._thread = threading.Thread(target=self._run, args=(t0_monotonic, thread_changes), daemon=True)
@@ -93,11 +95,11 @@ class LinkChanger:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def report(self, delay_report: dict | None, t0_realtime_s: float) -> dict:
+    def report(self, delay_report: dict | None) -> dict:
         """What provenance records: each change's schedule and lateness, and the worst."""
         rows = [{"at_s": round(at, 6), "late_ms": round((done - at) * 1e3, 3), "by": what} for at, done, what in self.applied]
         for at_ns, done_ns in (delay_report or {}).get("link_changes") or []:
-            at_s = at_ns / 1e9 - t0_realtime_s
+            at_s = (at_ns - self._t0_realtime_ns) / 1e9
             rows.append({"at_s": round(at_s, 6), "late_ms": round((done_ns - at_ns) / 1e6, 3), "by": "cclab-delayline"})
         rows.sort(key=lambda r: r["at_s"])
         late = [r["late_ms"] for r in rows]
