@@ -136,7 +136,7 @@ impl SimResult {
             Some(snapshot) => snapshot.clone(),
             None if sim.config.warmup_ns == 0 => zero.clone(),
             // Every flow finished before the warm-up ended: the window is empty.
-            None => Snapshot::take(&sim),
+            None => sim.snapshot(),
         };
         let mut flows = Vec::with_capacity(sim.flows.len());
         for (i, f) in sim.flows.iter().enumerate() {

@@ -12,7 +12,7 @@ use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
 use crate::network::{Bottleneck, DataPacket, Pipe};
 use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
 use crate::tcp::sender::{TcpSender, Transmission};
-use crate::window::Snapshot;
+use crate::window::{BottleneckCounters, FlowCounters, Snapshot};
 use cclab_aqm::delivery_trace::DeliveryTrace;
 use crate::{FULL_FRAME_BYTES, MSS_BYTES};
 use cclab_aqm::{DropReason, Packet, PacketMeta, QueueLimit};
@@ -210,6 +210,44 @@ impl Simulation {
         })
     }
 
+    /// The window counters now (read only): where a measurement window starts.
+    pub fn snapshot(&self) -> Snapshot {
+        let flows = self
+            .flows
+            .iter()
+            .map(|f| {
+                let s = &f.sender.stats;
+                FlowCounters {
+                    bytes_delivered: f.bytes_delivered(),
+                    bytes_sent: s.bytes_sent,
+                    data_segments_sent: s.data_segments_sent,
+                    retrans_segments: s.retrans_segments,
+                    queue_drops: f.queue_drops,
+                    aqm_drops: f.aqm_drops,
+                    random_losses: f.random_losses,
+                    ce_segments: f.receiver.ce_segments,
+                    rto_count: s.rto_count,
+                    loss_probes: s.loss_probes,
+                    segments_received: f.receiver.segments_received,
+                    rtt_samples: s.rtt_samples_us.len(),
+                }
+            })
+            .collect();
+        let b = &self.bottleneck;
+        Snapshot {
+            time: self.now,
+            time_s: self.now.as_nanos() as f64 / 1e9,
+            flows,
+            bottleneck: BottleneckCounters {
+                dequeued_bytes: b.dequeued_bytes,
+                overflow_drops: b.overflow_drops,
+                aqm_drops: b.aqm_drops,
+                ce_marks: b.ce_marks(),
+                sojourn: b.sojourn.clone(),
+            },
+        }
+    }
+
     pub fn events_processed(&self) -> u64 {
         self.queue.processed()
     }
@@ -354,7 +392,7 @@ impl Simulation {
                 self.queue.schedule(now + SimDuration(self.config.queue_sample_interval_ns), Event::QueueSample);
             }
             Event::Warmup => {
-                self.warmup = Some(Snapshot::take(self));
+                self.warmup = Some(self.snapshot());
                 self.bottleneck.start_window();
             }
         }

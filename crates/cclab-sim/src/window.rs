@@ -6,7 +6,6 @@
 //! nothing), so a run's whole-run numbers do not depend on its warm-up.
 
 use crate::network::SojournHistogram;
-use crate::sim::Simulation;
 use cclab_cc::SimTime;
 use serde::ser::{Error, SerializeMap};
 use serde::{Serialize, Serializer};
@@ -54,43 +53,6 @@ impl Snapshot {
         Snapshot { time: SimTime::ZERO, time_s: 0.0, flows: vec![FlowCounters::default(); n_flows], bottleneck: BottleneckCounters::default() }
     }
 
-    /// The counters of `sim` now (read only).
-    pub fn take(sim: &Simulation) -> Self {
-        let flows = sim
-            .flows
-            .iter()
-            .map(|f| {
-                let s = &f.sender.stats;
-                FlowCounters {
-                    bytes_delivered: f.bytes_delivered(),
-                    bytes_sent: s.bytes_sent,
-                    data_segments_sent: s.data_segments_sent,
-                    retrans_segments: s.retrans_segments,
-                    queue_drops: f.queue_drops,
-                    aqm_drops: f.aqm_drops,
-                    random_losses: f.random_losses,
-                    ce_segments: f.receiver.ce_segments,
-                    rto_count: s.rto_count,
-                    loss_probes: s.loss_probes,
-                    segments_received: f.receiver.segments_received,
-                    rtt_samples: s.rtt_samples_us.len(),
-                }
-            })
-            .collect();
-        let b = &sim.bottleneck;
-        Snapshot {
-            time: sim.now,
-            time_s: sim.now.as_nanos() as f64 / 1e9,
-            flows,
-            bottleneck: BottleneckCounters {
-                dequeued_bytes: b.dequeued_bytes,
-                overflow_drops: b.overflow_drops,
-                aqm_drops: b.aqm_drops,
-                ce_marks: b.ce_marks(),
-                sojourn: b.sojourn.clone(),
-            },
-        }
-    }
 }
 
 /// Serialises `T`'s fields with a `whole_run_` prefix, flattened into the parent: the
