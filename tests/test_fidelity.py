@@ -65,7 +65,7 @@ def test_the_default_set_covers_the_regimes_the_issue_names() -> None:
 
 
 def test_an_unknown_set_is_one_line_naming_the_option() -> None:
-    with pytest.raises(SpecError, match=r"^--set: unknown validation set 'nope'; one of default, bbr23, aqm, all, quick"):
+    with pytest.raises(SpecError, match=r"^--set: unknown validation set 'nope'; one of default, bbr23, aqm, rtt, all, quick"):
         get_set("nope")
 
 
@@ -150,6 +150,45 @@ def test_goodput_error_sums_group_differences_so_opposite_shares_do_not_cancel(m
     assert result.goodput_error == pytest.approx(2 * gap / total)
 
 
+def test_a_swapped_share_is_an_error_in_points_of_the_link(mixed_result: RunResult) -> None:
+    case = quick_set().cases[-1]
+    kernel = copy.deepcopy(mixed_result)
+    kernel.flows["goodput_mbps"] = kernel.flows["goodput_mbps"].to_numpy()[::-1]
+    result = compare.compare_case(case, [mixed_result], [kernel])
+    goodputs = mixed_result.flows["goodput_mbps"].to_numpy()
+    assert result.share_error_pts == pytest.approx(100 * abs(goodputs[0] - goodputs[1]) / goodputs.sum())
+    assert compare.compare_case(case, [mixed_result], [copy.deepcopy(mixed_result)]).share_error_pts == pytest.approx(0.0)
+
+
+def test_the_spread_is_the_interquartile_range_across_runs_and_needs_three_of_each(mixed_result: RunResult) -> None:
+    case = quick_set().cases[-1]
+    kernels = [_scaled(mixed_result, f, 1.0) for f in (0.8, 1.0, 1.2)]
+    sims = [copy.deepcopy(mixed_result) for _ in range(3)]
+    result = compare.compare_case(case, sims, kernels)
+    # Identical simulator runs have no spread; the kernel's groups spread by 0.2 x their goodput.
+    assert result.sim_spread_mbps == pytest.approx(0.0)
+    assert result.kernel_spread_mbps == pytest.approx(0.2 * mixed_result.flows["goodput_mbps"].mean())
+    assert result.spread_within_factor is False
+    assert compare.compare_case(case, sims[:2], kernels[:2]).sim_spread_mbps is None
+    summary = compare.summarize([result])
+    assert summary.spread_cases == 1 and summary.spread_within_share == 0.0
+
+
+def test_the_rtt_set_covers_rtt_ratios_starved_flows_and_high_bdp_with_half_held_out() -> None:
+    rtt = get_set("rtt")
+    names = [c.name for c in rtt.cases]
+    for ratio in ("rtt1to2", "rtt1to4"):
+        for mix in ("2bbr", "2cubic", "bbr+cubic"):
+            assert f"{mix}-{ratio}-50M-20ms-1bdp" in names
+    assert {"4bbr-rtt1to4-50M-20ms-1bdp", "4cubic-rtt1to4-50M-20ms-1bdp", "3bbr+cubic-50M-40ms-0.5bdp"} <= set(names)
+    assert any(c.scenario().bottleneck.rate_mbps >= 300 and c.scenario().bottleneck.rtt_ms >= 100 for c in rtt.cases)
+    assert all(c.repetitions >= 3 for c in rtt.cases)
+    held = [c for c in rtt.cases if c.held_out]
+    assert len(held) == len(rtt.cases) // 2
+    # Every case fits the kernel engine's envelope: at most 300 Mbit/s, 20 s.
+    assert all(c.scenario().bottleneck.rate_mbps <= 300 and c.scenario().duration_s <= 20 for c in rtt.cases)
+
+
 def test_repetitions_are_compared_on_their_mean(mixed_result: RunResult) -> None:
     case = quick_set().cases[-1]
     low, high = _scaled(mixed_result, 0.5, 1.0), _scaled(mixed_result, 1.5, 1.0)
@@ -210,7 +249,7 @@ def test_validate_with_an_unknown_set_is_one_line_and_writes_nothing(tmp_path: P
     out = tmp_path / "validate"
     done = run_cli("validate", "--set", "nope", "--out", out)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == ["error: --set: unknown validation set 'nope'; one of default, bbr23, aqm, all, quick"]
+    assert done.stderr.strip().splitlines() == ["error: --set: unknown validation set 'nope'; one of default, bbr23, aqm, rtt, all, quick"]
     assert not out.exists()
 
 
@@ -240,8 +279,11 @@ def test_sojourn_agreement_allows_2_ms_or_25_percent() -> None:
     assert close.sojourn_agrees and not far.sojourn_agrees and near_big.sojourn_agrees
     summary = compare.summarize([close, far])
     assert summary.sojourn_cases == 2 and summary.sojourn_agreement_share == 0.5
-    assert summary.criteria()[-1][2] is False
-    assert compare.summarize([replace(close, regime="buffer")]).criteria()[-1][2] is None
+    def sojourn_met(summary: compare.SetSummary) -> bool | None:
+        return next(met for name, _, met in summary.criteria() if name.startswith("median queueing delay"))
+
+    assert sojourn_met(summary) is False
+    assert sojourn_met(compare.summarize([replace(close, regime="buffer")])) is None
 
 
 def test_cases_long_enough_are_also_compared_over_their_steady_state_window_and_short_ones_are_not(mixed_result: RunResult) -> None:

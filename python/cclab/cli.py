@@ -143,7 +143,7 @@ def check(spec: SpecArgument) -> None:
 
 @app.command()
 def validate(
-    set_name: Annotated[str, typer.Option("--set", help="validation set: default (37 cases, ~20 min) | bbr23 (BBRv2/v3, ~6 min) | aqm (queue disciplines and ECN, ~6 min) | all | quick (3 cases)")] = "default",
+    set_name: Annotated[str, typer.Option("--set", help="validation set: default (37 cases, ~20 min) | bbr23 (BBRv2/v3, ~6 min) | aqm (queue disciplines and ECN, ~6 min) | rtt (different RTTs, starved flows, high BDP; 3 runs each, ~15 min) | all | quick (3 cases)")] = "default",
     out: Annotated[Path | None, typer.Option("--out", help="output folder [default: out/validate-<set>]; finished runs there are reused")] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", help="parallel simulator runs [default: all CPUs]; kernel runs go one at a time")] = None,
     executor: ExecutorOption = "local",

@@ -49,6 +49,11 @@ SOJOURN_MAX_ERROR = 0.25
 # cycle, without the start-up both engines reach by different paths. Computed from the
 # flow series, so the cases' runs (and their stored kernel runs) stay as they are.
 STEADY_MIN_DURATION_S = 20.0
+# Issue 15's targets for what users run: each flow group's share of the link within 5 points
+# of the kernel's (medians over repetitions), and the run-to-run spread within 2x of its.
+SHARE_MAX_ERROR_PTS = 5.0
+SPREAD_MAX_FACTOR = 2.0
+SPREAD_MIN_REPETITIONS = 3
 
 
 @dataclass
@@ -89,6 +94,24 @@ class CaseComparison:
     steady_goodput_error: float | None = None  # as goodput_error, over the steady-state window
     sim_converged: bool | None = None  # each engine's steady-state verdict (first run)
     kernel_converged: bool | None = None
+    # Cases with several flow groups: the largest |sim - kernel| share of a group, in points
+    # of the link's goodput, from each engine's median over its repetitions.
+    share_error_pts: float | None = None
+    # Cases run SPREAD_MIN_REPETITIONS times or more: the interquartile range across runs of
+    # each group's goodput, averaged over groups.
+    sim_spread_mbps: float | None = None
+    kernel_spread_mbps: float | None = None
+    held_out: bool = False  # not looked at while fixing the simulator (issue 15)
+
+    @property
+    def spread_within_factor(self) -> bool | None:
+        """The simulator's run-to-run spread within SPREAD_MAX_FACTOR of the kernel's."""
+        sim, kernel = self.sim_spread_mbps, self.kernel_spread_mbps
+        if sim is None or kernel is None:
+            return None
+        if kernel == 0:
+            return sim == 0
+        return 1 / SPREAD_MAX_FACTOR <= sim / kernel <= SPREAD_MAX_FACTOR
 
     @property
     def sojourn_agrees(self) -> bool | None:
@@ -258,6 +281,16 @@ def compare_case(case: Case, sims: Sequence[RunResult], kernels: Sequence[RunRes
         comparison.kernel_pattern_count = pattern_count(kernels[0].flow_series, case.shows)
     comparison.sim_converged = (sims[0].steady_state or {}).get("converged")
     comparison.kernel_converged = (kernels[0].steady_state or {}).get("converged")
+    comparison.held_out = case.held_out
+    sim_runs = pd.concat([_groups(run) for run in sims], axis=1).fillna(0.0)
+    kernel_runs = pd.concat([_groups(run) for run in kernels], axis=1).fillna(0.0)
+    if len(names) > 1:
+        sim_median, kernel_median = sim_runs.median(axis=1), kernel_runs.median(axis=1)
+        sim_share, kernel_share = sim_median / sim_median.sum(), kernel_median / kernel_median.sum()
+        comparison.share_error_pts = 100 * max(abs(float(sim_share.get(g, 0.0)) - float(kernel_share.get(g, 0.0))) for g in names)
+    if len(sims) >= SPREAD_MIN_REPETITIONS and len(kernels) >= SPREAD_MIN_REPETITIONS:
+        comparison.sim_spread_mbps = _mean_iqr(sim_runs)
+        comparison.kernel_spread_mbps = _mean_iqr(kernel_runs)
     duration_s = float(first.spec.get("duration_ns", 0)) / 1e9
     if duration_s >= STEADY_MIN_DURATION_S:
         from_s = duration_s / 2
@@ -268,6 +301,12 @@ def compare_case(case: Case, sims: Sequence[RunResult], kernels: Sequence[RunRes
         comparison.kernel_steady_goodput_mbps = float(kernel_steady.sum())
         comparison.steady_goodput_error = _group_error(sim_steady, kernel_steady)
     return comparison
+
+
+def _mean_iqr(runs_by_group: pd.DataFrame) -> float:
+    """Interquartile range across runs (columns) of each group's goodput, averaged over groups."""
+    q75, q25 = runs_by_group.quantile(0.75, axis=1), runs_by_group.quantile(0.25, axis=1)
+    return float((q75 - q25).mean())
 
 
 def _mean_of(runs: Sequence[RunResult], key: str) -> float | None:
@@ -350,6 +389,16 @@ class SetSummary:
     steady_goodput_median_error: float = float("nan")
     steady_goodput_p90_error: float = float("nan")
     steady_cases_whole_run_median_error: float = float("nan")
+    share_cases: int = 0  # cases with several flow groups
+    share_within_share: float = float("nan")  # of those, with every group within SHARE_MAX_ERROR_PTS
+    share_max_error_pts: float = float("nan")
+    spread_cases: int = 0  # cases with enough repetitions on both engines
+    spread_within_share: float = float("nan")
+    # The same figures over the cases held out from tuning (issue 15), when the set has any.
+    held_out_cases: int = 0
+    held_out_goodput_median_error: float = float("nan")
+    held_out_goodput_p90_error: float = float("nan")
+    held_out_share_within_share: float = float("nan")
 
     def steady_line(self) -> str:
         if not self.steady_cases:
@@ -387,7 +436,26 @@ class SetSummary:
                 f"{self.sojourn_agreement_share:.0%} of {self.sojourn_cases}" if self.sojourn_cases else "no AQM case",
                 self.sojourn_agreement_share == 1.0 if self.sojourn_cases else None,
             ),
+            (
+                f"every flow group's share within {SHARE_MAX_ERROR_PTS:g} points (cases of several groups)",
+                f"{self.share_within_share:.0%} of {self.share_cases} (worst {self.share_max_error_pts:.1f} points)" if self.share_cases else "no such case",
+                self.share_within_share == 1.0 if self.share_cases else None,
+            ),
+            (
+                f"run-to-run spread (IQR) within {SPREAD_MAX_FACTOR:g}x of the kernel's (cases of {SPREAD_MIN_REPETITIONS}+ runs)",
+                f"{self.spread_within_share:.0%} of {self.spread_cases}" if self.spread_cases else "no such case",
+                self.spread_within_share == 1.0 if self.spread_cases else None,
+            ),
         ]
+
+    def held_out_line(self) -> str:
+        if not self.held_out_cases:
+            return ""
+        return (
+            f"Held-out cases ({self.held_out_cases}, not looked at while fixing the simulator): goodput median |error| "
+            f"{self.held_out_goodput_median_error:.1%}, p90 {self.held_out_goodput_p90_error:.1%}; every group's share within "
+            f"{SHARE_MAX_ERROR_PTS:g} points in {self.held_out_share_within_share:.0%} of those with several groups."
+        )
 
 
 def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
@@ -396,6 +464,11 @@ def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
     checks = winner_checks(comparisons)
     sojourn = [c.sojourn_agrees for c in comparisons if c.regime == "aqm" and c.sojourn_agrees is not None]
     steady = [c for c in comparisons if c.steady_goodput_error is not None]
+    shares = [c.share_error_pts for c in comparisons if c.share_error_pts is not None]
+    spreads = [c.spread_within_factor for c in comparisons if c.spread_within_factor is not None]
+    held = [c for c in comparisons if c.held_out]
+    held_errors = np.array([c.goodput_error for c in held], dtype=float)
+    held_shares = [c.share_error_pts <= SHARE_MAX_ERROR_PTS for c in held if c.share_error_pts is not None]
     return SetSummary(
         cases=len(comparisons),
         goodput_median_error=float(np.median(errors)) if len(errors) else float("nan"),
@@ -413,6 +486,15 @@ def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
         steady_goodput_median_error=float(np.median([c.steady_goodput_error for c in steady])) if steady else float("nan"),
         steady_goodput_p90_error=float(np.percentile([c.steady_goodput_error for c in steady], 90)) if steady else float("nan"),
         steady_cases_whole_run_median_error=float(np.median([c.goodput_error for c in steady])) if steady else float("nan"),
+        share_cases=len(shares),
+        share_within_share=float(np.mean([e <= SHARE_MAX_ERROR_PTS for e in shares])) if shares else float("nan"),
+        share_max_error_pts=float(max(shares)) if shares else float("nan"),
+        spread_cases=len(spreads),
+        spread_within_share=float(np.mean(spreads)) if spreads else float("nan"),
+        held_out_cases=len(held),
+        held_out_goodput_median_error=float(np.median(held_errors)) if len(held_errors) else float("nan"),
+        held_out_goodput_p90_error=float(np.percentile(held_errors, 90)) if len(held_errors) else float("nan"),
+        held_out_share_within_share=float(np.mean(held_shares)) if held_shares else float("nan"),
     )
 
 

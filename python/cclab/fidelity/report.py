@@ -51,6 +51,8 @@ def write_report(report: ValidationReport, shown: dict[str, dict[str, RunResult]
         "",
         summary.steady_line(),
         "",
+        summary.held_out_line(),
+        "",
         "![goodput per case](figures/goodput_scatter.png)",
         "![errors per case](figures/errors.png)",
         "",
@@ -82,6 +84,27 @@ def write_report(report: ValidationReport, shown: dict[str, dict[str, RunResult]
         "",
         markdown_table(["pair or case", "sim", "kernel", "agree"], [(w.name, w.sim, w.kernel, "yes" if w.agrees else "**no**") for w in summary.winner_checks]),
     ]
+    shared = [c for c in report.comparisons if c.share_error_pts is not None or c.sim_spread_mbps is not None]
+    if shared:
+        lines += [
+            "",
+            "## Shares and spreads",
+            "",
+            "The largest difference between the engines in a flow group's share of the link (flows of one CC, "
+            "gain and RTT; each engine's median over its runs), and the run-to-run spread: the interquartile "
+            "range across runs of each group's goodput, averaged over groups. Held-out cases were not looked at "
+            "while fixing the simulator.",
+            "",
+            markdown_table(
+                ["case", "share error (points)", "spread sim / kernel (Mbit/s)", "held out"],
+                [
+                    (c.case, "–" if c.share_error_pts is None else f"{c.share_error_pts:.1f}",
+                     "–" if c.sim_spread_mbps is None else f"{fmt(c.sim_spread_mbps, 2)} / {fmt(c.kernel_spread_mbps, 2)}",
+                     "yes" if c.held_out else "")
+                    for c in shared
+                ],
+            ),
+        ]  # fmt: skip
     aqm_cases = [c for c in report.comparisons if c.regime == "aqm"]
     if aqm_cases:
         lines += [
@@ -114,5 +137,7 @@ def console_lines(report: ValidationReport) -> list[str]:
     lines = [f"{report.set.name}: {report.summary.cases} cases compared ({len(report.excluded)} left out)"]
     lines += [f"  {({True: 'ok ', False: 'NO ', None: 'n/a'})[met]} {name}: {measured}" for name, measured, met in report.summary.criteria()]
     lines.append(f"  {report.summary.steady_line()}")
+    if report.summary.held_out_line():
+        lines.append(f"  {report.summary.held_out_line()}")
     lines += [f"  left out: {line}" for line in report.excluded]
     return lines

@@ -38,6 +38,8 @@ class Case:
     # Runs per engine (seeds seed, seed + 1, ...), compared on their mean: under random
     # loss one run's goodput depends on how many losses it happened to draw.
     repetitions: int = 1
+    # Kept out of tuning: figures over these alone say whether a fix generalizes (issue 15).
+    held_out: bool = False
 
     def scenario(self) -> Scenario:
         try:
@@ -207,9 +209,37 @@ def aqm_set() -> ValidationSet:
     return ValidationSet("aqm", "queue disciplines and ECN: bufferbloat under each AQM, ECN vs drops, flow isolation", cases)
 
 
+def rtt_set() -> ValidationSet:
+    """Where fidelity is weakest (issue 15): flows with different RTTs (1:2, 1:4; two and four
+    flows; BBR, CUBIC, mixed), mixed pairs across buffers with a starved flow, and high-BDP
+    single flows within the kernel engine's envelope, each run RTT_REPETITIONS times so that
+    medians and spreads (IQR) are compared. Every other case is held out from tuning."""
+    reps = {"repetitions": RTT_REPETITIONS}
+    net = {"rate_mbps": 50, "rtt_ms": 20, "buffer": "1bdp", "duration_s": 20}
+    cases: list[Case] = []
+    for ratio, extra_ms in ((2, 20), (4, 60)):
+        for label, ccs in (("2bbr", ("bbr", "bbr")), ("2cubic", ("cubic", "cubic")), ("bbr+cubic", ("bbr", "cubic"))):
+            flows = [{"cc": ccs[0]}, {"cc": ccs[1], "extra_rtt_ms": extra_ms}]
+            cases.append(Case(f"{label}-rtt1to{ratio}-50M-20ms-1bdp", "rtt", _spec(flows=flows, **net), **reps))
+    for cc in ("bbr", "cubic"):
+        flows = [{"cc": cc, "count": 2}, {"cc": cc, "count": 2, "extra_rtt_ms": 60}]
+        cases.append(Case(f"4{cc}-rtt1to4-50M-20ms-1bdp", "rtt", _spec(flows=flows, **net), **reps))
+    mixed = {"rate_mbps": 50, "rtt_ms": 40, "duration_s": 20}
+    cases += [
+        # A CUBIC flow starved by three BBR flows in a shallow buffer (a few Mbit/s).
+        Case("3bbr+cubic-50M-40ms-0.5bdp", "mixed", _spec(flows=[{"cc": "bbr", "count": 3}, {"cc": "cubic"}], buffer="0.5bdp", **mixed), **reps),
+        Case("bbr+cubic-50M-40ms-2bdp", "mixed", _spec(flows=[{"cc": "bbr"}, {"cc": "cubic"}], buffer="2bdp", **mixed), **reps),
+        Case("bbr+cubic-50M-40ms-5bdp", "mixed", _spec(flows=[{"cc": "bbr"}, {"cc": "cubic"}], buffer="5bdp", **mixed), **reps),
+    ]
+    for cc in ("bbr", "cubic"):
+        cases.append(Case(f"{cc}-300M-100ms-1bdp", "high-bdp", _spec(flows=[{"cc": cc}], rate_mbps=300, rtt_ms=100, buffer="1bdp", duration_s=20), **reps))
+    cases = [replace(c, held_out=i % 2 == 1) for i, c in enumerate(cases)]
+    return ValidationSet("rtt", "flows with different RTTs, starved flows in mixed pairs, high-BDP single flows; medians and spreads over 3 runs", cases)
+
+
 def all_set() -> ValidationSet:
-    sets = (default_set(), bbr_v2_v3_set(), aqm_set())
-    return ValidationSet("all", "the default, bbr23 and aqm sets together", [case for s in sets for case in s.cases])
+    sets = (default_set(), bbr_v2_v3_set(), aqm_set(), rtt_set())
+    return ValidationSet("all", "the default, bbr23, aqm and rtt sets together", [case for s in sets for case in s.cases])
 
 
 def quick_set() -> ValidationSet:
@@ -220,7 +250,7 @@ def quick_set() -> ValidationSet:
     return ValidationSet("quick", "three 4 s cases: a smoke test of the method", cases)
 
 
-SETS = {"default": default_set, "bbr23": bbr_v2_v3_set, "aqm": aqm_set, "all": all_set, "quick": quick_set}
+SETS = {"default": default_set, "bbr23": bbr_v2_v3_set, "aqm": aqm_set, "rtt": rtt_set, "all": all_set, "quick": quick_set}
 
 
 def get_set(name: str) -> ValidationSet:
