@@ -70,12 +70,16 @@ impl<T> Pipe<T> {
     }
 }
 
-const ETHERNET_HEADER_BYTES: u32 = 14;
-
 /// `tbf burst` as the kernel engine sets it: max(10 MTU-sized frames, 250 us at
 /// the rate) (shared/kernel-testbed-notes.md: smaller bursts cannot reach the rate).
 pub const TBF_MIN_BURST_FRAMES: u64 = 10;
 pub const TBF_BURST_TIME: SimDuration = SimDuration::from_micros(250);
+
+/// The bucket's depth at `rate`, as transmit time.
+fn tbf_burst_ns(rate: Bandwidth, mtu_frame_bytes: u64) -> u64 {
+    let burst_bytes = (TBF_MIN_BURST_FRAMES * mtu_frame_bytes).max(rate.bits_per_sec / 8 * TBF_BURST_TIME.as_nanos() / 1_000_000_000);
+    rate.transmit_time(burst_bytes).as_nanos()
+}
 
 /// The bottleneck: a tbf-like token bucket on the router's egress pulling
 /// from a queue discipline, as `tc qdisc add ... tbf` with a child qdisc does.
@@ -133,9 +137,7 @@ pub struct Bottleneck {
 
 impl Bottleneck {
     pub fn new(rate: Bandwidth, limit: QueueLimit, mtu_frame_bytes: u64, qdisc: AnyQdisc<DataPacket>, rng: SimRng) -> Self {
-        let burst_bytes = (TBF_MIN_BURST_FRAMES * mtu_frame_bytes)
-            .max(rate.bits_per_sec / 8 * TBF_BURST_TIME.as_nanos() / 1_000_000_000);
-        let burst_ns = rate.transmit_time(burst_bytes).as_nanos();
+        let burst_ns = tbf_burst_ns(rate, mtu_frame_bytes);
         Bottleneck {
             rate,
             rate_history: vec![(SimTime::ZERO, rate)],
@@ -179,9 +181,7 @@ impl Bottleneck {
     pub fn set_rate(&mut self, now: SimTime, rate: Bandwidth) {
         debug_assert!(!self.eager, "a changing rate needs book_at_dequeue");
         self.advance(now);
-        let burst_bytes =
-            (TBF_MIN_BURST_FRAMES * self.mtu_frame_bytes).max(rate.bits_per_sec / 8 * TBF_BURST_TIME.as_nanos() / 1_000_000_000);
-        self.burst_ns = rate.transmit_time(burst_bytes).as_nanos();
+        self.burst_ns = tbf_burst_ns(rate, self.mtu_frame_bytes);
         self.credit_ns = self.burst_ns;
         self.rate = rate;
         self.rate_history.push((now, rate));
@@ -279,8 +279,7 @@ impl Bottleneck {
         let frame_bytes = pkt.meta.len_bytes;
         let start = t.max(self.last_departure);
         let departure = if let Some(trace) = &mut self.trace {
-            // The trace counts IP packets: the frame less its Ethernet header.
-            trace.book(start, frame_bytes - ETHERNET_HEADER_BYTES)
+            trace.book_frame(start, frame_bytes)
         } else {
             let credit = (self.credit_ns + (start - self.last_departure).as_nanos()).min(self.burst_ns);
             let cost = self.rate.transmit_time(frame_bytes as u64).as_nanos();
@@ -465,6 +464,16 @@ mod tests {
             b.advance(t);
         }
         b.departed.drain(..).map(|(t, _)| t).collect()
+    }
+
+    #[test]
+    fn a_packet_sent_after_the_delay_shrank_arrives_no_earlier_than_the_one_before_it() {
+        let mut pipe = Pipe::default();
+        assert!(pipe.push(SimTime(10), 'a'));
+        assert!(!pipe.push(SimTime(5), 'b')); // sent later over a shorter delay
+        assert_eq!(pipe.pop(), Some((SimTime(10), 'a')));
+        // Its head time never runs backwards, so neither does the simulation's clock.
+        assert_eq!(pipe.head_time(), Some(SimTime(10)));
     }
 
     #[test]

@@ -103,3 +103,18 @@ fn a_trace_with_an_outage_stops_delivery_for_its_length() {
     assert!(throughput_mbps(&r, 0, 2.1, 3.0) < 1.0, "{}", throughput_mbps(&r, 0, 2.1, 3.0));
     assert!(throughput_mbps(&r, 0, 3.5, 5.0) > 60.0, "{}", throughput_mbps(&r, 0, 3.5, 5.0));
 }
+
+#[test]
+fn a_window_limited_flow_speeds_up_without_a_loss_when_its_path_shrinks() {
+    // A window-limited flow (no queue, no loss) whose path shrinks from 80 to 20 ms: the same
+    // window now turns four times as often, and nothing sent across the change is lost or
+    // retransmitted.
+    let mut f = flow(0, "cubic");
+    f.rwnd_bytes = Some(bdp_bytes(50, 80) / 2);
+    let mut cfg = config(50, 80, bdp_bytes(50, 80), 0.0, 6, vec![f]);
+    cfg.bottleneck.schedule = vec![LinkChangeConfig { rtt_ns: Some(20 * MS), ..change(3) }];
+    let r = run_checked(cfg);
+    assert_eq!(r.flows[0].lost_segments, 0);
+    assert_eq!(r.flows[0].retrans_segments, 0, "spurious retransmissions after the RTT shrank");
+    assert!(throughput_mbps(&r, 0, 4.0, 6.0) > 1.5 * throughput_mbps(&r, 0, 1.0, 3.0), "a window-limited flow speeds up on a shorter path");
+}
