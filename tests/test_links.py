@@ -125,8 +125,8 @@ def test_the_delay_line_gets_its_part_of_the_schedule_in_absolute_time(tmp_path:
     changer = LinkChanger(config, topo=None, ports=[], userspace=True, delay_line=FakeDelayLine(), queue_of_flow=[0, 1], workdir=tmp_path)
     changer._send_to_delay_line(config["bottleneck"], t0_realtime_ns=1_000)
     written = __import__("json").loads((tmp_path / "schedule.json").read_text())
-    assert written == {"trace_start_ns": None, "changes": [
-        {"at_ns": 3_000_001_000, "rate_bps": 10_000_000, "burst_bytes": 15_140, "delays": [[0, 60_000_000], [1, 100_000_000]]}]}  # fmt: skip
+    assert written == {"trace": None, "changes": [
+        {"at_ns": 3_000_001_000, "rate": {"rate_bps": 10_000_000, "burst_bytes": 15_140}, "delays": [[0, 60_000_000], [1, 100_000_000]]}]}  # fmt: skip
     assert sent == [signal.SIGUSR1]
     # With the userspace bottleneck the rate is the delay line's, so no thread is needed for it.
     assert not changer._thread_part(config["bottleneck"]["schedule"][0])

@@ -73,7 +73,6 @@ def run(
     max_duration_s: Annotated[float | None, typer.Option("--max-duration-s", help="with --until-steady: the longest run [default: 16 x duration_s]")] = None,
 ) -> None:
     """Run a scenario and store its result (Parquet + JSON) and report.html."""
-    from cclab.api import run as run_scenario
     from cclab.api import run_until_steady
     from cclab.engines import budget
     from cclab.progress import SHOW_AFTER_S, RunProgressBar
@@ -97,7 +96,7 @@ def run(
                 )
                 result = steady.result
             else:
-                result = run_scenario(scenario, runner.name, force=True, progress=bar)
+                result = runner.run(scenario, progress=bar)
         if until_steady:
             _progress(f"until steady: settled on duration_s = {steady.settled_duration_s:g}" + ("" if steady.converged else " (the cap)"))
         written = write_run(result, out if out is not None else Path("out") / spec.stem)

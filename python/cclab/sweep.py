@@ -447,9 +447,10 @@ def run_planned(
 
 
 def _cost_estimate(spec: RunSpec) -> float:
-    # Simulated packets grow with rate x duration (x flows, up to the link rate).
-    scenario = spec.scenario
-    return scenario.bottleneck.rate_bps / 1e6 * scenario.duration_s
+    """The run's estimated wall time (cclab.engines.budget): the longest runs start first."""
+    from cclab.engines import budget
+
+    return budget.estimate(spec.scenario.resolve(), spec.engine).wall_s
 
 
 def _write_manifest(out_dir: Path, sweep: Sweep, engine: str, expansion: Expansion) -> None:

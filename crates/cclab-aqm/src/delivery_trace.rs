@@ -17,6 +17,8 @@ use cclab_cc::SimTime;
 /// What one delivery opportunity carries: a 1500-byte IP packet (the and the
 /// cellular traces' convention; mahimahi itself counts 1504 with its TUN header).
 pub const OPPORTUNITY_BYTES: u32 = 1500;
+/// A frame's Ethernet header, which the trace does not count (its packets are IP packets).
+pub const ETHERNET_HEADER_BYTES: u32 = 14;
 const NANOS_PER_MS: u64 = 1_000_000;
 
 #[derive(Clone, Debug)]
@@ -32,7 +34,16 @@ pub struct DeliveryTrace {
 }
 
 impl DeliveryTrace {
-    /// `times_ms`: non-empty, in order, last entry > 0 (checked by `SimConfig::validate`).
+    /// What `new` needs of a trace: non-empty, in time order, its last entry (the period)
+    /// after 0 ms.
+    pub fn check(times_ms: &[u64]) -> Result<(), String> {
+        if times_ms.is_empty() || times_ms.windows(2).any(|w| w[1] < w[0]) || times_ms.last() == Some(&0) {
+            return Err("a delivery trace must be non-empty, in time order, and end after 0 ms".into());
+        }
+        Ok(())
+    }
+
+    /// `times_ms` as `check` accepts it.
     pub fn new(times_ms: &[u64]) -> Self {
         DeliveryTrace {
             times_ns: times_ms.iter().map(|ms| ms * NANOS_PER_MS).collect(),
@@ -67,8 +78,13 @@ impl DeliveryTrace {
         self.first_at_or_after(SimTime(t.as_nanos() + 1))
     }
 
-    /// Books a packet of `ip_bytes` that is at the head of the queue from `start` on and
-    /// returns when its last byte is delivered.
+    /// Books a frame of `frame_bytes` (an IP packet plus its Ethernet header) that is at the
+    /// head of the queue from `start` on and returns when its last byte is delivered.
+    pub fn book_frame(&mut self, start: SimTime, frame_bytes: u32) -> SimTime {
+        self.book(start, frame_bytes.saturating_sub(ETHERNET_HEADER_BYTES))
+    }
+
+    /// `book_frame` for an IP packet of `ip_bytes`.
     pub fn book(&mut self, start: SimTime, ip_bytes: u32) -> SimTime {
         let mut remaining = ip_bytes;
         if self.leftover_bytes > 0 && self.leftover_at == start {
@@ -138,6 +154,17 @@ mod tests {
         trace.book(SimTime::ZERO, 1500);
         // Nothing queued from 1 ms to 6.5 ms: opportunities 2..6 are gone.
         assert_eq!(trace.book(SimTime(6_500_000), 1500), ms(7));
+    }
+
+    #[test]
+    fn a_full_frame_fills_one_opportunity_and_a_malformed_trace_is_refused() {
+        let mut trace = DeliveryTrace::new(&[1, 2]);
+        assert_eq!(trace.book_frame(SimTime::ZERO, 1514), ms(1));
+        assert_eq!(trace.book_frame(ms(1), 1514), ms(2));
+        assert!(DeliveryTrace::check(&[1, 2]).is_ok());
+        for bad in [&[][..], &[2, 1], &[0, 0]] {
+            assert!(DeliveryTrace::check(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -15,8 +15,9 @@
 //! Usage: cclab-delayline [--queue NUM:DELAY_NS ...] [--cpu N] [--maxlen PKTS]
 //!        [--wake-offset-ns N] [--ready-file PATH] [--report PATH]
 //!        [--bottleneck NUM --rate-bps N --burst-bytes N (--limit-bytes N | --limit-packets N)
-//!         --aqm-json JSON [--seed N] [--series-interval-ns N] [--trace-ms-file PATH]]
-//!        [--schedule-file PATH]   (read on SIGUSR1: link changes at absolute times, link.rs)
+//!         --aqm-json JSON [--seed N] [--series-interval-ns N]]
+//!        [--schedule-file PATH]   (read on SIGUSR1: link changes at absolute times and a
+//!                                  trace to replay, link.rs)
 //!        cclab-delayline --check-aqm JSON   (exit 0 if this build has that AQM, else 2)
 //! On SIGINT/SIGTERM it writes its counters as JSON to --report (or stdout) and exits.
 
@@ -77,7 +78,6 @@ pub struct Options {
     aqm: Option<AqmConfig>,
     seed: u64,
     series_interval_ns: i64,
-    trace_ms: Option<Vec<u64>>,
     schedule_file: Option<String>,
 }
 
@@ -100,7 +100,6 @@ fn parse_args() -> Result<Options, String> {
         aqm: None,
         seed: 1,
         series_interval_ns: DEFAULT_SERIES_INTERVAL_NS,
-        trace_ms: None,
         schedule_file: None,
     };
     let mut args = std::env::args().skip(1);
@@ -133,7 +132,6 @@ fn parse_args() -> Result<Options, String> {
             "--series-interval-ns" => {
                 o.series_interval_ns = val()?.parse().map_err(|_| "bad --series-interval-ns")?
             }
-            "--trace-ms-file" => o.trace_ms = Some(link::read_trace_ms(&val()?)?),
             "--schedule-file" => o.schedule_file = Some(val()?),
             "--check-aqm" => {
                 let aqm = parse_aqm(&val()?)?;
@@ -219,14 +217,13 @@ fn run(opts: Options) -> std::io::Result<()> {
     let mut stats = report::Stats::default();
     let mut arrivals = Vec::with_capacity(4096);
     let mut schedule = link::Schedule::default();
-    let mut trace_ms = opts.trace_ms.clone();
     let mut schedule_errors: Vec<String> = Vec::new();
     while !rt::STOP.load(Ordering::Relaxed) {
         if rt::SCHEDULE_READY.swap(false, Ordering::SeqCst) {
             match opts.schedule_file.as_deref().map(link::Schedule::read) {
                 Some(Ok(file)) => {
-                    if let (Some(start_ns), Some(b), Some(times)) = (file.trace_start_ns, bottleneck.as_mut(), trace_ms.take()) {
-                        b.start_trace(cclab_aqm::delivery_trace::DeliveryTrace::new(&times), start_ns);
+                    if let (Some(trace), Some(b)) = (file.trace, bottleneck.as_mut()) {
+                        b.start_trace(cclab_aqm::delivery_trace::DeliveryTrace::new(&trace.times_ms), trace.start_ns);
                     }
                     schedule.set(file.changes);
                 }
@@ -236,8 +233,8 @@ fn run(opts: Options) -> std::io::Result<()> {
         }
         // Link changes due now, before anything is released under the old values.
         for change in schedule.take_due(rt::realtime_ns()) {
-            if let (Some(b), Some(rate_bps)) = (bottleneck.as_mut(), change.rate_bps) {
-                b.set_rate(rate_bps, change.burst_bytes.unwrap_or(opts.burst_bytes.unwrap_or(0)), rt::realtime_ns());
+            if let (Some(b), Some(rate)) = (bottleneck.as_mut(), change.rate) {
+                b.set_rate(rate.rate_bps, rate.burst_bytes, rt::realtime_ns());
             }
             for (queue, delay_ns) in change.delays {
                 if let Some(line) = lines.iter_mut().find(|l| l.queue == queue) {

@@ -75,9 +75,7 @@ impl TraceShaper {
         let departure = *self.booked_ns.get_or_insert_with(|| {
             let head_since = arrival_ns.max(self.last_departure_ns).min(now_ns);
             let since_start = SimTime((head_since - self.start_ns).max(0) as u64);
-            // The trace counts IP packets: the frame less its Ethernet header.
-            let ip_bytes = len_bytes.saturating_sub(ETH_HEADER_BYTES) as u32;
-            let departure = self.start_ns + self.trace.book(since_start, ip_bytes).as_nanos() as i64;
+            let departure = self.start_ns + self.trace.book_frame(since_start, len_bytes as u32).as_nanos() as i64;
             self.last_departure_ns = departure;
             departure
         });
@@ -104,8 +102,6 @@ impl Shaper {
         }
     }
 }
-
-const ETH_HEADER_BYTES: u64 = 14;
 
 #[cfg(test)]
 mod tests {

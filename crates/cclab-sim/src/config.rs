@@ -167,9 +167,7 @@ impl SimConfig {
             }
         }
         if let Some(trace) = &b.trace_ms {
-            if trace.is_empty() || trace.windows(2).any(|w| w[1] < w[0]) || *trace.last().unwrap() == 0 {
-                return Err("bottleneck.trace_ms: must be non-empty, in time order, and end after 0 ms".into());
-            }
+            cclab_aqm::delivery_trace::DeliveryTrace::check(trace).map_err(|e| format!("bottleneck.trace_ms: {e}"))?;
         }
         if self.flows.is_empty() {
             return Err("flows: at least one flow is required".into());

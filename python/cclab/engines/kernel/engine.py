@@ -211,9 +211,6 @@ def _run(  # noqa: PLR0915
     delay_of_queue: dict[int, int] = {}
     queue_of_flow: list[int] = []
     extra_args = bottleneck_args(aqm.USERSPACE_QUEUE, config, shaping.tbf_burst_bytes(rate_bps)) if userspace else []
-    if userspace and b.get("trace_ms"):
-        (workdir / "trace.ms").write_text("".join(f"{ms}\n" for ms in b["trace_ms"]))
-        extra_args += ["--trace-ms-file", str(workdir / "trace.ms")]
     if link_changes.has_changes(config):
         extra_args += ["--schedule-file", str(workdir / "schedule.json")]
     if use_netem:

@@ -23,11 +23,8 @@ from pathlib import Path
 
 from cclab.engines.kernel import netem, shaping
 from cclab.engines.kernel.netns import iproute_in, ns_run
+from cclab.engines.kernel.shaping import FRAME_BYTES
 from cclab.engines.kernel.topology import Topology
-
-#: A trace's delivery opportunity: one 1500-byte IP packet (crates/cclab-aqm delivery_trace.rs).
-OPPORTUNITY_BYTES = 1500
-FRAME_BYTES = 1514
 
 
 def has_changes(config: dict) -> bool:
@@ -118,18 +115,17 @@ class LinkChanger:
         for c in link.get("schedule") or []:
             entry: dict = {"at_ns": t0_realtime_ns + int(c["at_ns"])}
             if c.get("rate_bps") is not None and self.userspace:
-                entry["rate_bps"] = int(c["rate_bps"])
-                entry["burst_bytes"] = shaping.tbf_burst_bytes(int(c["rate_bps"]))
+                entry["rate"] = {"rate_bps": int(c["rate_bps"]), "burst_bytes": shaping.tbf_burst_bytes(int(c["rate_bps"]))}
             if c.get("rtt_ns") is not None and not self.netem_qdiscs:
                 delays = {self.queue_of_flow[i]: int(c["rtt_ns"]) + extras[i] for i in range(len(extras))}
                 entry["delays"] = sorted(delays.items())
             if len(entry) > 1:
                 changes.append(entry)
-        trace_start = t0_realtime_ns if link.get("trace_ms") else None
-        if self.delay_line is None or (not changes and trace_start is None):
+        trace = {"start_ns": t0_realtime_ns, "times_ms": link["trace_ms"]} if link.get("trace_ms") else None
+        if self.delay_line is None or (not changes and trace is None):
             return
         path = self.workdir / "schedule.json"
-        path.write_text(json.dumps({"trace_start_ns": trace_start, "changes": changes}))
+        path.write_text(json.dumps({"trace": trace, "changes": changes}))
         self.delay_line.proc.send_signal(signal.SIGUSR1)
 
     # ---- the thread's part: tc and iptables at their times ------------------------------------
