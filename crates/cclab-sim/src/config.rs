@@ -19,6 +19,9 @@ pub struct SimConfig {
     /// Metrics cover [warmup_ns, end]; the whole run is reported beside them.
     #[serde(default)]
     pub warmup_ns: u64,
+    /// Mean lateness of each ACK (seeded exponential noise, see `jitter.rs`); 0: none.
+    #[serde(default)]
+    pub jitter_ns: u64,
 }
 
 fn default_flow_sample_interval_ns() -> u64 {
@@ -124,6 +127,7 @@ impl SimConfig {
             flow_sample_interval_ns: default_flow_sample_interval_ns(),
             queue_sample_interval_ns: default_queue_sample_interval_ns(),
             warmup_ns: 0,
+            jitter_ns: 0,
         }
     }
 

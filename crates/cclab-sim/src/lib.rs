@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod event;
+pub mod jitter;
 pub mod metrics;
 pub mod network;
 pub mod result;
@@ -34,7 +35,9 @@ pub use sim::Simulation;
 /// ECN; FIFO runs are unchanged, but results gain the AQM/ECN/sojourn metrics.
 /// 7: results are measured over [warmup_ns, end] with the whole run beside them
 /// (`whole_run_*`); values with warmup 0 are unchanged, but every result gains columns.
-pub const MODEL_VERSION: u32 = 7;
+/// 8: seeded timing noise on the ACK path (`jitter_ns`, on by default), so seeds differ as
+/// kernel repetitions do; `jitter_ns = 0` gives model 7's runs.
+pub const MODEL_VERSION: u32 = 8;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

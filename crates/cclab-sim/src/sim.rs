@@ -9,6 +9,7 @@
 use crate::config::SimConfig;
 use crate::event::{Event, EventQueue, LazyTimer, PipeId, TimerKind};
 use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
+use crate::jitter::AckJitter;
 use crate::network::{Bottleneck, DataPacket, Pipe};
 use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
 use crate::tcp::sender::{TcpSender, Transmission};
@@ -25,6 +26,7 @@ pub const MIN_ACCESS_RATE: Bandwidth = Bandwidth::from_mbps(10_000);
 pub const ACCESS_RATE_FACTOR: u64 = 10;
 /// The qdisc's random stream (RED, PIE), apart from the loss and CC streams.
 const QDISC_RNG_STREAM: u64 = 1 << 32;
+const ACK_JITTER_RNG_STREAM: u64 = 2 << 32;
 /// How often `run_observed` hands control to its observer: at tens of millions of
 /// events per second this is a few hundred times a second, cheap against the events.
 pub const OBSERVE_EVERY_EVENTS: u64 = 1 << 14;
@@ -86,6 +88,7 @@ pub struct Simulation {
     end_time: SimTime,
     queue: EventQueue,
     loss_rng: SimRng,
+    ack_jitter: AckJitter,
     loss_probability: f64,
     pub bottleneck: Bottleneck,
     /// When the pending bottleneck dequeue event is due.
@@ -175,6 +178,8 @@ impl Simulation {
         // Forked after every flow's, so adding the qdisc's stream moved no other.
         let qdisc_rng = root_rng.fork(QDISC_RNG_STREAM);
         let mut bottleneck = Bottleneck::new(rate, limit, FULL_FRAME_BYTES as u64, qdisc, qdisc_rng);
+        // Forked last, so that jitter moves no other stream.
+        let ack_jitter = AckJitter::new(root_rng.fork(ACK_JITTER_RNG_STREAM), config.jitter_ns);
         if let Some(times_ms) = &b.trace_ms {
             bottleneck.use_trace(DeliveryTrace::new(times_ms));
         }
@@ -188,6 +193,7 @@ impl Simulation {
             now: SimTime::ZERO,
             queue,
             loss_rng,
+            ack_jitter,
             loss_probability: b.loss_probability,
             bottleneck,
             dequeue_at: None,
@@ -487,7 +493,7 @@ impl Simulation {
         let flow = &mut self.flows[i as usize];
         let (action, _, flushed) = flow.receiver.on_segment(now, pkt.seq, pkt.ecn, pkt.cwr);
         if let Some(ack) = flushed {
-            Self::put_ack(&mut self.queue, flow, i, now, ack);
+            Self::put_ack(&mut self.queue, &mut self.ack_jitter, flow, i, now, ack);
         }
         if flow.completion.is_none() && flow.sender.total_segments().is_some_and(|t| flow.receiver.rcv_nxt() >= t) {
             flow.completion = Some(now);
@@ -510,13 +516,13 @@ impl Simulation {
     fn send_ack(&mut self, i: u32) {
         let flow = &mut self.flows[i as usize];
         let ack = flow.receiver.make_ack();
-        Self::put_ack(&mut self.queue, flow, i, self.now, ack);
+        Self::put_ack(&mut self.queue, &mut self.ack_jitter, flow, i, self.now, ack);
     }
 
-    fn put_ack(queue: &mut EventQueue, flow: &mut Flow, i: u32, now: SimTime, ack: AckPacket) {
+    fn put_ack(queue: &mut EventQueue, jitter: &mut AckJitter, flow: &mut Flow, i: u32, now: SimTime, ack: AckPacket) {
         flow.delayed_ack.cancel();
         flow.compressed_ack.cancel();
-        let arrival = now + flow.ack_prop;
+        let arrival = now + flow.ack_prop + jitter.draw();
         if flow.acks.push(arrival, ack) {
             queue.schedule(arrival, Event::PipeHead(PipeId::Ack(i)));
         }

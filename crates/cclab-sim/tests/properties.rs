@@ -59,6 +59,8 @@ fn arb_config() -> impl Strategy<Value = SimConfig> {
             flow_sample_interval_ns: 100 * MS,
             queue_sample_interval_ns: MS,
             warmup_ns: 0,
+            // 0, 5, 10 or 15 us of ACK jitter: the laws hold with and without it.
+            jitter_ns: (seed % 4) * 5_000,
         })
 }
 

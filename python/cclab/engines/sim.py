@@ -43,4 +43,13 @@ class SimEngine:
             result = json.loads(output)
         except json.JSONDecodeError as error:
             raise EngineError(f"sim engine: result is not JSON: {error}") from None
+        result["provenance"] = {
+            **result.get("provenance", {}),
+            "jitter": {
+                "ack_mean_ns": config.get("jitter_ns", 0),
+                "model": "seeded exponential lateness of each ACK, in order (crates/cclab-sim/src/jitter.rs)"
+                if config.get("jitter_ns", 0)
+                else "none: the noiseless model",
+            },
+        }
         return RunResult.from_engine_output(result, spec=config, engine=self.name)

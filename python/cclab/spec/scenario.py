@@ -40,6 +40,14 @@ MIN_RTT_MS = 0.001
 #   out every segment before its ACK could return, and the handshake before its SYN-ACK.
 MAX_RTT_MS = 60_000
 
+# The simulator's default timing noise: each ACK is late by an exponential draw of this mean
+# (crates/cclab-sim/src/jitter.rs), the kernel engine's delay-line lateness measured here:
+# the median run's mean over the 39 kernel runs of `cclab validate --set rtt` (each run's
+# mean 1.2-19.6 us, p50 6.0 us, p99 40 us; bench/kernel_jitter.py measures it again).
+KERNEL_ACK_JITTER_US = 7.6
+# A host's timing noise, not a path's delay: past a second it would be neither.
+MAX_JITTER_US = 1_000_000
+
 # "bbr" is BBRv1 (Linux's tcp_bbr.c); "bbr1" names it explicitly and resolves to "bbr".
 # "bbr2" is google/bbr's v2alpha, "bbr3" its v3 (draft-ietf-ccwg-bbr).
 CongestionControl = Literal["reno", "cubic", "bbr", "bbr1", "bbr2", "bbr3"]
@@ -223,6 +231,9 @@ def read_toml(path: Path, *, what: str | None = None) -> dict[str, Any]:
 class Scenario(_Strict):
     duration_s: float = Field(gt=0)
     seed: int = Field(default=1, ge=0, lt=2**64)
+    # The simulator's seeded timing noise (mean ACK lateness); 0 replays the noiseless model.
+    # The kernel has its own and ignores this.
+    jitter_us: float = Field(default=KERNEL_ACK_JITTER_US, ge=0, le=MAX_JITTER_US)
     engine: EngineName = "sim"
     bottleneck: Bottleneck
     flows: list[Flow] = Field(min_length=1)
@@ -320,6 +331,7 @@ class Scenario(_Strict):
             # Only with a warm-up: a run without one keeps the config, and so the run key
             # (sweep.run_key), it had before warm-ups existed; engines default it to 0.
             **({"warmup_ns": _ns(self.output.warmup_s, 1e9)} if self.output.warmup_s > 0 else {}),
+            "jitter_ns": round(self.jitter_us * 1e3),
         }
 
 
