@@ -123,3 +123,34 @@ def test_heatmap_prints_every_cell_value_and_is_saved_as_png_and_svg(tmp_path: P
     assert figure.axes[0].get_xlabel() == "RTT (ms)"
     paths = save_figure(figure, tmp_path, "gain")
     assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size > 1000 for p in paths)
+
+
+def _seed_table(flipped: set[tuple[int, int]] = frozenset()) -> pd.DataFrame:
+    """A 4 x 4 grid where BBR wins at rates above 100 Mbit/s, with some winners flipped."""
+    rows = []
+    for rate in (10, 50, 200, 500):
+        for rtt in (10, 50, 100, 200):
+            bbr_wins = (rate > 100) != ((rate, rtt) in flipped)
+            rows.append({"rate_mbps": rate, "rtt_ms": rtt, "buffer_bytes": 100_000, "buffer_mb": 0.1, "winner": "BBR" if bbr_wins else "CUBIC"})
+    return pd.DataFrame(rows)
+
+
+def test_a_tree_scores_the_same_on_every_seed_when_no_winner_moves_between_seeds():
+    across = dt.accuracy_across_seeds({1: _seed_table(), 2: _seed_table(), 3: _seed_table()})
+    assert across["seeds"] == 3 and across["networks"] == 16
+    assert across["label_agreement"] == 1.0
+    assert across["other_seed_accuracy_median"] == across["own_seed_accuracy"] == 1.0
+
+
+def test_winners_that_move_between_seeds_cost_the_tree_accuracy_on_other_seeds():
+    noisy = _seed_table({(200, 10), (200, 50), (50, 200)})
+    across = dt.accuracy_across_seeds({1: _seed_table(), 2: noisy})
+    assert across["label_agreement"] == pytest.approx(13 / 16)
+    # On each moved network a tree is right on one seed at most: its own or the other's.
+    # (With two seeds, each median is the mean of the two trees.)
+    assert across["own_seed_accuracy"] + across["other_seed_accuracy_median"] <= 2 - 3 / 16 + 1e-9
+    assert across["other_seed_accuracy_median"] < across["own_seed_accuracy"]
+
+
+def test_one_seed_has_no_accuracy_across_seeds():
+    assert dt.accuracy_across_seeds({1: _seed_table()}) is None

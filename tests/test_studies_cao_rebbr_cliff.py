@@ -120,3 +120,24 @@ def test_cliff_quick_detects_each_bbr_cliff_from_the_data(tmp_path: Path):
     assert f"cliff at {cliffs.loc['BBR_1.25', 'cliff_loss'] * 100:.1f}%" in summary
     for stem in ("goodput_vs_loss", "retrans_vs_loss"):
         assert (tmp_path / "figures" / f"{stem}.png").exists()
+
+
+def test_cao2019_with_two_seeds_reports_the_trees_accuracy_across_them(cao_quick: Path, tmp_path: Path):
+    import shutil
+
+    out = tmp_path / "cao"
+    shutil.copytree(cao_quick, out)  # seed 1's runs are reused; only seed 2 runs
+    done = run_cli("reproduce", "cao2019", "--quick", "--seeds", "2", "--out", out)
+    assert done.returncode == 0, done.stderr
+    summary = (out / "summary.md").read_text()
+    found = re.search(r"Across 2 seeds: a tree fitted on one seed's networks scores ([\d.]+)% on that seed and ([\d.]+)% on another's", summary)
+    assert found, summary
+    # The agreement it reports is the share of networks whose winner is the same in both seeds.
+    from cclab.store import load_flows
+
+    flows = load_flows(out)
+    flows = flows[flows["size_bytes"].isna()]  # the goodput grid; the LatDec runs are finite
+    winners = [dt.paired_table(g[g["cc"].isin(["bbr", "cubic"])]).set_index(list(dt.NETWORK_KEYS))["winner"] for _, g in flows.groupby("repetition")]
+    same = (winners[0] == winners[1].reindex(winners[0].index)).mean()
+    assert f"{same * 100:.1f}% of the {len(winners[0])} networks have the same winner in every seed" in summary
+    assert "## Run-to-run spread\n\n2 seeds per point" in summary

@@ -142,7 +142,7 @@ def check(spec: SpecArgument) -> None:
 
 @app.command()
 def validate(
-    set_name: Annotated[str, typer.Option("--set", help="validation set: default (37 cases, ~20 min) | bbr23 (BBRv2/v3, ~6 min) | aqm (queue disciplines and ECN, ~6 min) | rtt (different RTTs, starved flows, high BDP; 3 runs each, ~15 min) | all | quick (3 cases)")] = "default",
+    set_name: Annotated[str, typer.Option("--set", help="validation set: default (37 cases, ~20 min) | bbr23 (BBRv2/v3, ~6 min) | aqm (queue disciplines and ECN, ~6 min) | rtt (different RTTs, starved flows, high BDP; 5 runs each, ~25 min) | all | quick (3 cases)")] = "default",
     out: Annotated[Path | None, typer.Option("--out", help="output folder [default: out/validate-<set>]; finished runs there are reused")] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", help="parallel simulator runs [default: all CPUs]; kernel runs go one at a time")] = None,
     executor: ExecutorOption = "local",
@@ -228,6 +228,7 @@ def reproduce(
     out: Annotated[Path | None, typer.Option("--out", help="study folder [default: out/<NAME>]; finished runs there are reused")] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", help="parallel runs [default: all CPUs on sim, 1 on kernel]")] = None,
     include_invalid: Annotated[bool, typer.Option("--include-invalid", help="keep kernel runs that failed their validity checks")] = False,
+    seeds: Annotated[int, typer.Option("--seeds", help="at least this many seeds (repetitions) per point; the summary shows their spread")] = 1,
     executor: ExecutorOption = "local",
     address: AddressOption = None,
 ) -> None:
@@ -239,10 +240,12 @@ def reproduce(
     try:
         if engine not in ENGINE_NAMES:
             raise CclabError(f"--engine: must be one of {', '.join(ENGINE_NAMES)} (got {engine!r})")
+        if seeds < 1:
+            raise CclabError(f"--seeds: must be at least 1 (got {seeds})")
         study = get_study(name)
         out_dir = out if out is not None else Path("out") / name
         with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
-            summary_path = run_study(study, out_dir, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
+            summary_path = run_study(study, out_dir, seeds=seeds, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
         report_path = write_report(out_dir)
     except CclabError as error:
         _fail(error)

@@ -147,6 +147,37 @@ def fit_tree(table: pd.DataFrame, features: Sequence[str] = PAPER_FEATURES, *, s
     return TreeFit(model, tuple(features), test_accuracy, np.asarray(cv_scores, dtype=float), len(y_train), len(y_test))
 
 
+def accuracy_across_seeds(tables: dict[int, pd.DataFrame], features: Sequence[str] = PAPER_FEATURES, *, seed: int = 0) -> dict[str, Any] | None:
+    """How well a tree trained on one seed's outcomes predicts another seed's: for every
+    ordered pair of repetitions (a, b), a tree fitted on all of a's networks is scored on
+    b's labels, beside its score on a's own (its training accuracy, what a single-seed study
+    sees). `tables` is one `paired_table` per repetition; None with fewer than two.
+
+    `label_agreement` is the share of networks whose winner is the same in every seed: the
+    ceiling no tree can beat, whatever its depth."""
+    tables = {r: t for r, t in tables.items() if len(t) >= 4}
+    if len(tables) < 2:
+        return None
+    keys = [k for k in NETWORK_KEYS if all(k in t.columns for t in tables.values())]
+    own, other = [], []
+    for a, train in tables.items():
+        model = new_classifier(seed).fit(train[list(features)].to_numpy(dtype=float), train["winner"].to_numpy(dtype=str))
+        own.append(float(np.mean(model.predict(train[list(features)].to_numpy(dtype=float)) == train["winner"].to_numpy(dtype=str))))
+        for b, test in tables.items():
+            if b != a:
+                other.append(float(np.mean(model.predict(test[list(features)].to_numpy(dtype=float)) == test["winner"].to_numpy(dtype=str))))
+    winners = pd.concat([t.set_index(keys)["winner"].rename(r) for r, t in tables.items()], axis=1, join="inner")
+    return {
+        "seeds": len(tables),
+        "own_seed_accuracy": float(np.median(own)),
+        "other_seed_accuracy_median": float(np.median(other)),
+        "other_seed_accuracy_min": float(np.min(other)),
+        "other_seed_accuracy_max": float(np.max(other)),
+        "label_agreement": float(winners.nunique(axis=1).eq(1).mean()) if len(winners) else float("nan"),
+        "networks": len(winners),
+    }
+
+
 def tree_figure(fit: TreeFit, title: str) -> Figure:
     """The tree drawn like the paper's Figure 4: condition, samples, class counts, decision;
     orange for BBR, blue for CUBIC, colour intensity from the Gini impurity."""

@@ -52,13 +52,23 @@ def get_study(name: str) -> ModuleType:
     return studies[name]
 
 
-def run_study(study: ModuleType, out_dir: Path, **options: Any) -> Path:
-    """Run `study` into `out_dir` and end its summary.md with how many of its runs were
-    still transient (cclab.analysis.steady), which every study's numbers depend on."""
+def run_study(study: ModuleType, out_dir: Path, *, seeds: int = 1, **options: Any) -> Path:
+    """Run `study` into `out_dir` (each point with at least `seeds` seeds) and end its
+    summary.md with how many of its runs were still transient (cclab.analysis.steady) and
+    how far its points moved between seeds, which every study's numbers depend on."""
     from cclab.analysis.steady import transient_note
     from cclab.store import load_flows
 
-    summary = Path(study.run(Path(out_dir), **options))
+    from cclab.analysis.spread import seed_spread, seed_spread_note
+    from cclab.studies._common import use_seeds
+
+    with use_seeds(seeds):
+        summary = Path(study.run(Path(out_dir), **options))
+    flows = load_flows(out_dir)
+    if seeds > 1 and not flows.empty:
+        seed_spread(flows).to_csv(Path(out_dir) / "spread.csv", index=False)
     text = summary.read_text(encoding="utf-8").rstrip("\n")
-    summary.write_text(f"{text}\n\n## Steady state\n\n{transient_note(load_flows(out_dir))}\n", encoding="utf-8")
+    summary.write_text(
+        f"{text}\n\n## Steady state\n\n{transient_note(flows)}\n\n## Run-to-run spread\n\n{seed_spread_note(flows)}\n", encoding="utf-8"
+    )
     return summary

@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,19 @@ from cclab.sweep import Sweep, expand
 # a 640-run grid with 1 ms queue samples would store tens of millions of rows.
 STUDY_FLOW_SAMPLE_INTERVAL_MS = 500.0
 STUDY_QUEUE_SAMPLE_INTERVAL_MS = 100.0
+
+
+# `cclab reproduce --seeds N`: every study sweep runs at least N seeds per point.
+_SEEDS: ContextVar[int] = ContextVar("study_seeds", default=1)
+
+
+@contextmanager
+def use_seeds(seeds: int) -> Iterator[None]:
+    token = _SEEDS.set(seeds)
+    try:
+        yield
+    finally:
+        _SEEDS.reset(token)
 
 
 def progress(line: str) -> None:
@@ -41,6 +56,8 @@ def run_study_sweep(
     from cclab.store import load_flows
     from cclab.sweep import run_sweep
 
+    if _SEEDS.get() > sweep.repetitions:
+        sweep = sweep.model_copy(update={"repetitions": _SEEDS.get()})
     started = time.monotonic()
     run_sweep(sweep, out_dir, engine=engine, jobs=jobs)
     wall_s = time.monotonic() - started

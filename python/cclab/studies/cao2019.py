@@ -423,6 +423,15 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
     model["versions"] = {version: version_model(version) for version in BBR_VERSIONS[1:]}
     (out_dir / MODEL_FILE).write_text(json.dumps(model, indent=1, allow_nan=False) + "\n", encoding="utf-8")
 
+    across = dt.accuracy_across_seeds({int(r): goodput_table(g) for r, g in flows.groupby("repetition")}) if "repetition" in flows.columns else None
+    seeds_line = (
+        f"\n\nAcross {across['seeds']} seeds: a tree fitted on one seed's networks scores {pct(across['own_seed_accuracy'])} on that "
+        f"seed and {pct(across['other_seed_accuracy_median'])} on another's (median; {pct(across['other_seed_accuracy_min'])}-"
+        f"{pct(across['other_seed_accuracy_max'])}); {pct(across['label_agreement'])} of the {across['networks']} networks have the "
+        "same winner in every seed, the most any tree can reach."
+        if across
+        else "\n\nOne seed per network: run with `--seeds 3` or more to see how far the tree's accuracy holds across seeds."
+    )
     results = findings(table, paper_fit, latency, ours)
     incomplete = int(finite["completed"].eq(False).sum()) if len(finite) else 0
     text = "\n\n".join(
@@ -447,7 +456,8 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
             + f"\n\nPaper: 81.9% median, 81.3% mean. Label: the CC with the higher mean goodput (ties go to CUBIC). "
             f"Trees are limited to depth {dt.MAX_DEPTH} and {dt.MIN_SAMPLES_LEAF} samples per leaf so they stay readable. "
             "The extended features add the BDP and buffer/BDP, the quantities the paper uses to explain its own tree; "
-            f"`cclab recommend` uses the {model['tree_choice']} tree (the higher mean CV accuracy), refitted on every network.",
+            f"`cclab recommend` uses the {model['tree_choice']} tree (the higher mean CV accuracy), refitted on every network."
+            + seeds_line,
             links["tree"],
             links["tree_extended"],
             "## Goodput gain\n\n" + links["gain_100KB"] + "\n\n" + links["gain_10MB"],

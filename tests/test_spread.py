@@ -1,0 +1,60 @@
+"""Run-to-run spread across seeds: the analysis and `cclab reproduce --seeds`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from cclab.analysis.spread import seed_spread, seed_spread_note
+from conftest import run_cli
+
+
+def _flows(goodputs_by_seed: dict[int, list[float]]) -> pd.DataFrame:
+    rows = []
+    for seed, goodputs in goodputs_by_seed.items():
+        for flow_id, goodput in enumerate(goodputs):
+            rows.append({"run_key": f"k{seed}", "sweep": "s", "repetition": seed - 1, "seed": seed, "rate_mbps": 50.0,
+                         "rtt_ms": 20.0, "flow_id": flow_id, "cc": "cubic", "goodput_mbps": goodput})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_spread_is_each_flows_interquartile_range_across_seeds():
+    flows = _flows({1: [10.0, 30.0], 2: [20.0, 20.0], 3: [30.0, 10.0], 4: [40.0, 0.0], 5: [50.0, 30.0]})
+    table = seed_spread(flows).set_index("flow_id")
+    assert table.loc[0, "seeds"] == 5 and table.loc[0, "median"] == 30.0
+    assert table.loc[0, "iqr"] == pytest.approx(40.0 - 20.0)
+    assert table.loc[1, "iqr"] == pytest.approx(30.0 - 10.0)
+    assert "5 seeds per point" in seed_spread_note(flows)
+
+
+def test_one_seed_says_how_to_see_the_spread():
+    assert "--seeds" in seed_spread_note(_flows({1: [10.0, 30.0]}))
+
+
+def test_run_study_runs_every_sweep_with_the_seeds_asked_for(tmp_path: Path):
+    from cclab.studies import run_study
+    from cclab.studies._common import run_study_sweep
+    from cclab.sweep import Sweep
+
+    sweep = Sweep(name="tiny", base={"duration_s": 1, "bottleneck": {"rate_mbps": 20, "rtt_ms": 20}, "flows": [{"cc": "cubic"}, {"cc": "cubic"}]})
+
+    def run(out_dir: Path, **options: object) -> Path:
+        flows, _ = run_study_sweep(sweep, out_dir, engine="sim", jobs=1, include_invalid=False)
+        assert sorted(flows["repetition"].unique()) == [0, 1, 2]
+        (out_dir / "summary.md").write_text("# tiny\n", encoding="utf-8")
+        return out_dir / "summary.md"
+
+    summary = run_study(SimpleNamespace(run=run), tmp_path, seeds=3).read_text(encoding="utf-8")
+    assert "## Run-to-run spread\n\n3 seeds per point" in summary
+    spread = pd.read_csv(tmp_path / "spread.csv")
+    assert len(spread) == 2 and (spread["seeds"] == 3).all()
+
+
+def test_reproduce_refuses_zero_seeds_in_one_line(tmp_path: Path):
+    done = run_cli("reproduce", "cao2019", "--quick", "--seeds", "0", "--out", tmp_path / "x")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--seeds: must be at least 1 (got 0)" in done.stderr
+    assert not (tmp_path / "x").exists()
