@@ -51,6 +51,9 @@ def test_run_study_runs_every_sweep_with_the_seeds_asked_for(tmp_path: Path):
     assert "## Run-to-run spread\n\n3 seeds per point" in summary
     spread = pd.read_csv(tmp_path / "spread.csv")
     assert len(spread) == 2 and (spread["seeds"] == 3).all()
+    assert (spread["p25"] <= spread["median"]).all() and (spread["median"] <= spread["p75"]).all()
+    assert (tmp_path / "figures" / "spread.png").stat().st_size > 5000
+    assert "![spread](figures/spread.png)" in summary
 
 
 def test_reproduce_refuses_zero_seeds_in_one_line(tmp_path: Path):

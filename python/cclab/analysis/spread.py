@@ -6,8 +6,15 @@ its spread is the interquartile range of each flow's goodput across the point's 
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never open a window
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from cclab.analysis.timeseries import cc_color  # noqa: E402
 
 # What makes two runs the same point: the spec's columns in a flows table (store.flow_rows),
 # less the seed and the run key.
@@ -45,3 +52,22 @@ def seed_spread_note(flows: pd.DataFrame) -> str:
         f"p90 {np.quantile(relative, 0.9):.0%}), at most {worst['iqr']:.2f} Mbit/s ({worst['cc']} flow {int(worst['flow_id'])} "
         f"at {worst['rate_mbps']:g} Mbit/s, {worst['rtt_ms']:g} ms). Per point and flow: spread.csv."
     )
+
+
+def spread_figure(table: pd.DataFrame, title: str) -> Figure:
+    """Each point's flows (from `seed_spread`) as their median goodput with the interquartile
+    range across seeds as an error bar, sorted by median, one colour per CC."""
+    table = table[table["seeds"] >= 2].sort_values("median").reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for cc, group in table.groupby("cc", sort=True):
+        colour = cc_color(str(cc))
+        ax.errorbar(group.index, group["median"], yerr=[group["median"] - group["p25"], group["p75"] - group["median"]],
+                    fmt="o", markersize=3, capsize=2, color=colour, label=str(cc))  # fmt: skip
+    ax.set_xlabel("flow at a point of the sweep (sorted by median goodput)")
+    ax.set_ylabel("goodput (Mbit/s): median, bars p25-p75")
+    seeds = int(table["seeds"].max()) if len(table) else 0
+    ax.set_title(f"{title}: run-to-run spread over {seeds} seeds")
+    ax.grid(True, alpha=0.3)
+    ax.legend(title="CC", loc="upper left")
+    fig.tight_layout()
+    return fig

@@ -59,16 +59,23 @@ def run_study(study: ModuleType, out_dir: Path, *, seeds: int = 1, **options: An
     from cclab.analysis.steady import transient_note
     from cclab.store import load_flows
 
-    from cclab.analysis.spread import seed_spread, seed_spread_note
+    import matplotlib.pyplot as plt
+
+    from cclab.analysis.figures import save_figure
+    from cclab.analysis.spread import seed_spread, seed_spread_note, spread_figure
     from cclab.studies._common import use_seeds
 
     with use_seeds(seeds):
         summary = Path(study.run(Path(out_dir), **options))
     flows = load_flows(out_dir)
+    spread_note = seed_spread_note(flows)
     if seeds > 1 and not flows.empty:
-        seed_spread(flows).to_csv(Path(out_dir) / "spread.csv", index=False)
+        table = seed_spread(flows)
+        table.to_csv(Path(out_dir) / "spread.csv", index=False)
+        figure = spread_figure(table, getattr(study, "NAME", "study"))
+        save_figure(figure, Path(out_dir) / "figures", "spread")
+        plt.close(figure)
+        spread_note += "\n\n![spread](figures/spread.png)"
     text = summary.read_text(encoding="utf-8").rstrip("\n")
-    summary.write_text(
-        f"{text}\n\n## Steady state\n\n{transient_note(flows)}\n\n## Run-to-run spread\n\n{seed_spread_note(flows)}\n", encoding="utf-8"
-    )
+    summary.write_text(f"{text}\n\n## Steady state\n\n{transient_note(flows)}\n\n## Run-to-run spread\n\n{spread_note}\n", encoding="utf-8")
     return summary
