@@ -6,6 +6,7 @@ the simulator's behaviour is tested end to end in test_sim_e2e.py.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,14 @@ cc = "cubic"
 count = 1
 start_s = 0.0
 """
+
+
+def with_default_sigint() -> None:
+    """`preexec_fn` for a child a test interrupts: SIGINT back to its default. A shell that
+    starts the test run in the background (`make test &`) leaves SIGINT ignored in every
+    child, and Python then never raises KeyboardInterrupt; Ctrl-C at a terminal always
+    reaches a foreground job with the default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_cli(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -21,6 +21,7 @@ import cclab
 import cclab.api
 from cclab.engines import budget
 from cclab.errors import CclabError
+from conftest import with_default_sigint
 
 CCLAB = [sys.executable, "-m", "cclab"]
 # The fields a one-line refusal may name (spec paths, as the spec's own errors name them).
@@ -111,7 +112,7 @@ def test_ctrl_c_stops_a_long_simulation_within_a_second_with_exit_130_and_nothin
     # About half a minute of simulation: 100 flows at 1 Gbit/s for 600 s.
     spec = write_spec(tmp_path / "long.toml", spec_dict(duration_s=600, bottleneck={"rate_mbps": 1000, "rtt_ms": 20}, flows=[{"cc": "cubic", "count": 100}]))
     out = tmp_path / "out"
-    process = subprocess.Popen([*CCLAB, "run", str(spec), "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([*CCLAB, "run", str(spec), "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=with_default_sigint)
     time.sleep(4)  # imports, then past the 2 s after which the progress bar shows
     assert process.poll() is None, process.communicate()
     process.send_signal(signal.SIGINT)

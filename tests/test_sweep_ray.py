@@ -40,6 +40,7 @@ os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 ray = pytest.importorskip("ray")
 
 from cclab.executor_ray import KERNEL_RESOURCE, connect  # noqa: E402  (needs ray)
+from conftest import with_default_sigint  # noqa: E402
 
 RAY = Path(sys.executable).with_name("ray")
 NODE_OPTIONS = ["--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(100 * 1024 * 1024), "--disable-usage-stats"]
@@ -302,7 +303,7 @@ def test_ctrl_c_stops_a_sweep_on_the_cluster_with_no_run_counted_as_failed_and_a
     sweep_file, out = tmp_path / "killed.toml", tmp_path / "out"
     sweep_file.write_text(KILLED_SWEEP, encoding="utf-8")
     command = [sys.executable, "-m", "cclab", "sweep", str(sweep_file), "--out", str(out), "--executor", "ray", "--address", cluster.address]
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=with_default_sigint)
     deadline = time.monotonic() + 60
     while len(finished_runs(out)) < 1:
         assert driver.poll() is None, "the sweep ended before it could be interrupted"

@@ -15,6 +15,7 @@ import pytest
 from cclab.results import RunResult
 from cclab.store import finished_runs, load_failures, load_flows
 from cclab.sweep import Sweep, expand, run_sweep
+from conftest import with_default_sigint
 
 pytestmark = pytest.mark.sim
 
@@ -116,6 +117,7 @@ def start_sweep(sweep_file: Path, out: Path, *args: str) -> subprocess.Popen[str
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a terminal's job would be
+        preexec_fn=with_default_sigint,
     )
 
 
