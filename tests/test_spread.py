@@ -61,3 +61,26 @@ def test_reproduce_refuses_zero_seeds_in_one_line(tmp_path: Path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "--seeds: must be at least 1 (got 0)" in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_run_study_reports_on_this_calls_runs_not_on_older_runs_in_the_folder(tmp_path: Path):
+    from cclab.studies import run_study
+    from cclab.studies._common import run_study_sweep
+    from cclab.sweep import Sweep
+
+    def study_of(rate_mbps: int) -> SimpleNamespace:
+        sweep = Sweep(name="grid", base={"duration_s": 1, "bottleneck": {"rate_mbps": rate_mbps, "rtt_ms": 20}, "flows": [{"cc": "cubic"}]})
+
+        def run(out_dir: Path, **options: object) -> Path:
+            run_study_sweep(sweep, out_dir, engine="sim", jobs=1, include_invalid=False)
+            (out_dir / "summary.md").write_text("# grid\n", encoding="utf-8")
+            return out_dir / "summary.md"
+
+        return SimpleNamespace(run=run)
+
+    run_study(study_of(20), tmp_path, seeds=2)
+    run_study(study_of(30), tmp_path, seeds=2)  # the same folder, another grid: 20 Mbit/s is stale
+    spread = pd.read_csv(tmp_path / "spread.csv")
+    assert spread["rate_mbps"].tolist() == [30.0]
+    summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
+    assert "of 2 runs" in summary.split("## Steady state")[1].split("##")[0]

@@ -63,11 +63,14 @@ def run_study(study: ModuleType, out_dir: Path, *, seeds: int = 1, **options: An
 
     from cclab.analysis.figures import save_figure
     from cclab.analysis.spread import seed_spread, seed_spread_note, spread_figure
-    from cclab.studies._common import use_seeds
+    from cclab.studies._common import study_call
 
-    with use_seeds(seeds):
+    with study_call(seeds) as call:
         summary = Path(study.run(Path(out_dir), **options))
     flows = load_flows(out_dir)
+    if call.run_keys and not flows.empty:
+        # This call's runs only: the folder may hold runs of an older model or grid.
+        flows = flows[flows["run_key"].isin(call.run_keys)].reset_index(drop=True)
     spread_note = seed_spread_note(flows)
     if seeds > 1 and not flows.empty:
         table = seed_spread(flows)

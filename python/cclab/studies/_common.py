@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +29,27 @@ STUDY_FLOW_SAMPLE_INTERVAL_MS = 500.0
 STUDY_QUEUE_SAMPLE_INTERVAL_MS = 100.0
 
 
-# `cclab reproduce --seeds N`: every study sweep runs at least N seeds per point.
-_SEEDS: ContextVar[int] = ContextVar("study_seeds", default=1)
+@dataclass
+class StudyCall:
+    """One `cclab reproduce`: every study sweep runs at least `seeds` seeds per point, and
+    `run_keys` collects the runs it planned, so that what run_study appends (transient
+    count, spread) covers this call's runs, not a folder's runs of an older model."""
+
+    seeds: int = 1
+    run_keys: set[str] = field(default_factory=set)
+
+
+_CALL: ContextVar[StudyCall | None] = ContextVar("study_call", default=None)
 
 
 @contextmanager
-def use_seeds(seeds: int) -> Iterator[None]:
-    token = _SEEDS.set(seeds)
+def study_call(seeds: int = 1) -> Iterator[StudyCall]:
+    call = StudyCall(seeds)
+    token = _CALL.set(call)
     try:
-        yield
+        yield call
     finally:
-        _SEEDS.reset(token)
+        _CALL.reset(token)
 
 
 def progress(line: str) -> None:
@@ -56,12 +67,15 @@ def run_study_sweep(
     from cclab.store import load_flows
     from cclab.sweep import run_sweep
 
-    if _SEEDS.get() > sweep.repetitions:
-        sweep = sweep.model_copy(update={"repetitions": _SEEDS.get()})
+    call = _CALL.get()
+    if call is not None and call.seeds > sweep.repetitions:
+        sweep = sweep.model_copy(update={"repetitions": call.seeds})
     started = time.monotonic()
     run_sweep(sweep, out_dir, engine=engine, jobs=jobs)
     wall_s = time.monotonic() - started
     keys = {spec.run_key for spec in expand(sweep, engine)}
+    if call is not None:
+        call.run_keys |= keys
     flows = load_flows(out_dir)
     flows = flows[flows["run_key"].isin(keys)].reset_index(drop=True)
     invalid = flows["valid"].eq(False) if "valid" in flows.columns else pd.Series(False, index=flows.index)
