@@ -84,3 +84,22 @@ def test_run_study_reports_on_this_calls_runs_not_on_older_runs_in_the_folder(tm
     assert spread["rate_mbps"].tolist() == [30.0]
     summary = (tmp_path / "summary.md").read_text(encoding="utf-8")
     assert "of 2 runs" in summary.split("## Steady state")[1].split("##")[0]
+
+
+def test_a_sweep_report_shows_each_flows_spread_across_repetitions(tmp_path: Path):
+    from cclab.report.sweep import render_sweep
+    from cclab.sweep import Sweep, run_sweep
+
+    sweep = Sweep(name="seeds", repetitions=3,
+                  base={"duration_s": 2, "bottleneck": {"rate_mbps": 20, "rtt_ms": 20}, "flows": [{"cc": "cubic"}, {"cc": "cubic", "extra_rtt_ms": 20}]})  # fmt: skip
+    run_sweep(sweep, tmp_path, jobs=1, progress=False)
+    html = render_sweep(tmp_path, "seeds")
+    assert "Run-to-run spread" in html and "3 seeds per point" in html
+    from cclab.store import load_flows
+
+    iqr = seed_spread(load_flows(tmp_path)).set_index("flow_id")["iqr"]
+    assert iqr.gt(0).any()  # the jitter makes the seeds differ
+    from cclab.report.page import cell_text
+
+    for value in iqr:
+        assert f">{cell_text(float(value))}<" in html

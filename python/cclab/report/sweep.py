@@ -8,8 +8,9 @@ from typing import Any
 
 import pandas as pd
 
+from cclab.analysis.spread import seed_spread, seed_spread_note
 from cclab.report import plots
-from cclab.report.page import Page, cell_text, frame_table, grid
+from cclab.report.page import Page, cell_text, esc, frame_table, grid
 from cclab.store import load_failures, load_flows, load_series
 
 # Network columns of the flows table that a sweep's axes may vary, with their axis titles.
@@ -47,6 +48,11 @@ def render_sweep(out_dir: Path, title: str) -> str:
         charts.append(page.plot(bars))
     page.section("Goodput", grid(charts) if charts else "<p>One run: nothing varies.</p>")
     page.section("Runs", frame_table(_runs_table(flows, network + flow_axes), sortable=True))
+    if flows["repetition"].nunique() > 1:
+        # Repetitions (seeds) of one point: how far they moved, per flow.
+        spread = seed_spread(flows)
+        spread = spread[[c for c in spread.columns if spread[c].nunique(dropna=False) > 1 or c in ("cc", "flow_id", "seeds", "median", "iqr")]]
+        page.section("Run-to-run spread", f"<p>{esc(seed_spread_note(flows).replace(' Per point and flow: spread.csv.', ''))}</p>" + frame_table(spread, sortable=True))
     if flows["run_key"].nunique() <= MAX_RUN_CHARTS:
         page.section("Throughput of each run", grid([page.plot(figure) for figure in run_throughput_charts(out_dir, flows)]))
     page.section("Flows table", frame_table(flows.drop(columns=["report_kind", "report_run"]), sortable=True))
