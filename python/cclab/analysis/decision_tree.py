@@ -153,19 +153,18 @@ def accuracy_across_seeds(tables: dict[int, pd.DataFrame], features: Sequence[st
     b's labels, beside its score on a's own (its training accuracy, what a single-seed study
     sees). `tables` is one `paired_table` per repetition; None with fewer than two.
 
-    `label_agreement` is the share of networks whose winner is the same in every seed: the
-    ceiling no tree can beat, whatever its depth."""
+    `label_agreement` is the share of networks whose winner is the same in every seed; on the
+    others no single answer is right for every seed, whatever the tree."""
     tables = {r: t for r, t in tables.items() if len(t) >= 4}
     if len(tables) < 2:
         return None
     keys = [k for k in NETWORK_KEYS if all(k in t.columns for t in tables.values())]
+    data = {r: (t[list(features)].to_numpy(dtype=float), t["winner"].to_numpy(dtype=str)) for r, t in tables.items()}
     own, other = [], []
-    for a, train in tables.items():
-        model = new_classifier(seed).fit(train[list(features)].to_numpy(dtype=float), train["winner"].to_numpy(dtype=str))
-        own.append(float(np.mean(model.predict(train[list(features)].to_numpy(dtype=float)) == train["winner"].to_numpy(dtype=str))))
-        for b, test in tables.items():
-            if b != a:
-                other.append(float(np.mean(model.predict(test[list(features)].to_numpy(dtype=float)) == test["winner"].to_numpy(dtype=str))))
+    for a, (X_train, y_train) in data.items():
+        model = new_classifier(seed).fit(X_train, y_train)
+        for b, (X, y) in data.items():
+            (own if b == a else other).append(float(np.mean(model.predict(X) == y)))
     winners = pd.concat([t.set_index(keys)["winner"].rename(r) for r, t in tables.items()], axis=1, join="inner")
     return {
         "seeds": len(tables),

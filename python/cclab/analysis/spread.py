@@ -34,11 +34,12 @@ def seed_spread(flows: pd.DataFrame, metric: str = "goodput_mbps") -> pd.DataFra
     return table.reset_index()
 
 
-def seed_spread_note(flows: pd.DataFrame) -> str:
-    """One paragraph for a study's summary: the spread across seeds, or how to see it."""
+def seed_spread_note(flows: pd.DataFrame, table_file: str | None = "spread.csv") -> str:
+    """One paragraph for a summary: the spread across seeds, or how to see it; `table_file`
+    names where the per-point table is written, if anywhere."""
     if flows.empty or "repetition" not in flows.columns:
         return "No runs."
-    seeds = int(flows.groupby("run_key")["repetition"].first().value_counts().size) if "run_key" in flows.columns else 1
+    seeds = int(flows["repetition"].nunique())
     if seeds < 2:
         return ("One seed per point, so no run-to-run spread is shown; `cclab reproduce NAME --seeds 5` runs five "
                 "(the simulator's seeded jitter makes them differ as kernel repetitions do).")  # fmt: skip
@@ -50,7 +51,8 @@ def seed_spread_note(flows: pd.DataFrame) -> str:
         f"{seeds} seeds per point; each flow's goodput moves between seeds by an interquartile range of "
         f"{np.median(table['iqr']):.2f} Mbit/s at the median flow ({np.median(relative):.0%} of its median goodput; "
         f"p90 {np.quantile(relative, 0.9):.0%}), at most {worst['iqr']:.2f} Mbit/s ({worst['cc']} flow {int(worst['flow_id'])} "
-        f"at {worst['rate_mbps']:g} Mbit/s, {worst['rtt_ms']:g} ms). Per point and flow: spread.csv."
+        f"at {worst['rate_mbps']:g} Mbit/s, {worst['rtt_ms']:g} ms)."
+        + (f" Per point and flow: {table_file}." if table_file else "")
     )
 
 

@@ -43,13 +43,7 @@ class SimEngine:
             result = json.loads(output)
         except json.JSONDecodeError as error:
             raise EngineError(f"sim engine: result is not JSON: {error}") from None
-        result["provenance"] = {
-            **result.get("provenance", {}),
-            "jitter": {
-                "ack_mean_ns": config.get("jitter_ns", 0),
-                "model": "seeded exponential lateness of each ACK, in order (crates/cclab-sim/src/jitter.rs)"
-                if config.get("jitter_ns", 0)
-                else "none: the noiseless model",
-            },
-        }
+        jitter_ns = config.get("jitter_ns", 0)
+        model = "seeded exponential lateness of each ACK, in order (crates/cclab-sim/src/jitter.rs)" if jitter_ns else "none: the noiseless model"
+        result["provenance"] = {**result.get("provenance", {}), "jitter": {"ack_mean_ns": jitter_ns, "model": model}}
         return RunResult.from_engine_output(result, spec=config, engine=self.name)

@@ -52,7 +52,7 @@ def render_sweep(out_dir: Path, title: str) -> str:
         # Repetitions (seeds) of one point: how far they moved, per flow.
         spread = seed_spread(flows)
         spread = spread[[c for c in spread.columns if spread[c].nunique(dropna=False) > 1 or c in ("cc", "flow_id", "seeds", "median", "iqr")]]
-        page.section("Run-to-run spread", f"<p>{esc(seed_spread_note(flows).replace(' Per point and flow: spread.csv.', ''))}</p>" + frame_table(spread, sortable=True))
+        page.section("Run-to-run spread", f"<p>{esc(seed_spread_note(flows, table_file=None))}</p>" + frame_table(spread, sortable=True))
     if flows["run_key"].nunique() <= MAX_RUN_CHARTS:
         page.section("Throughput of each run", grid([page.plot(figure) for figure in run_throughput_charts(out_dir, flows)]))
     page.section("Flows table", frame_table(flows.drop(columns=["report_kind", "report_run"]), sortable=True))

@@ -428,7 +428,7 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
         f"\n\nAcross {across['seeds']} seeds: a tree fitted on one seed's networks scores {pct(across['own_seed_accuracy'])} on that "
         f"seed and {pct(across['other_seed_accuracy_median'])} on another's (median; {pct(across['other_seed_accuracy_min'])}-"
         f"{pct(across['other_seed_accuracy_max'])}); {pct(across['label_agreement'])} of the {across['networks']} networks have the "
-        "same winner in every seed, the most any tree can reach."
+        "same winner in every seed; on the others no one answer is right for every seed."
         if across
         else "\n\nOne seed per network: run with `--seeds 3` or more to see how far the tree's accuracy holds across seeds."
     )
