@@ -22,6 +22,15 @@ pub struct SimConfig {
     /// Mean lateness of each ACK (seeded exponential noise, see `jitter.rs`); 0: none.
     #[serde(default)]
     pub jitter_ns: u64,
+    /// The receiver advertises Linux's autotuned window (tcp/receive_window.rs);
+    /// false: it never limits its sender (models up to 8). A flow with a fixed
+    /// `rwnd_bytes` keeps that instead.
+    #[serde(default = "default_true")]
+    pub receive_window_autotuning: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_flow_sample_interval_ns() -> u64 {
@@ -128,6 +137,7 @@ impl SimConfig {
             queue_sample_interval_ns: default_queue_sample_interval_ns(),
             warmup_ns: 0,
             jitter_ns: 0,
+            receive_window_autotuning: true,
         }
     }
 

@@ -37,7 +37,9 @@ pub use sim::Simulation;
 /// (`whole_run_*`); values with warmup 0 are unchanged, but every result gains columns.
 /// 8: seeded timing noise on the ACK path (`jitter_ns`, on by default), so seeds differ as
 /// kernel repetitions do; `jitter_ns = 0` gives model 7's runs.
-pub const MODEL_VERSION: u32 = 8;
+/// 9: the receiver advertises Linux 6.18's autotuned window (tcp/receive_window.rs) and
+/// the sender stops at its right edge; `receive_window_autotuning = false` gives model 8.
+pub const MODEL_VERSION: u32 = 9;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

@@ -11,6 +11,7 @@ use crate::event::{Event, EventQueue, LazyTimer, PipeId, TimerKind};
 use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
 use crate::jitter::AckJitter;
 use crate::network::{Bottleneck, DataPacket, Pipe};
+use crate::tcp::receive_window::{ReceiveWindow, KERNEL_SEGMENT_TRUESIZE_BYTES};
 use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
 use crate::tcp::sender::{TcpSender, Transmission};
 use crate::window::{BottleneckCounters, FlowCounters, Snapshot};
@@ -326,6 +327,13 @@ impl Simulation {
             }
             Event::FlowEstablished(i) => {
                 let flow = &mut self.flows[i as usize];
+                if self.config.receive_window_autotuning && self.config.flows[i as usize].rwnd_bytes.is_none() {
+                    // The receiver's socket is set up when the handshake's last ACK
+                    // arrives; the first data echoes the SYN-ACK's timestamp.
+                    let window = ReceiveWindow::new(MSS_BYTES as u64, KERNEL_SEGMENT_TRUESIZE_BYTES, now + flow.access_prop + self.egress_prop);
+                    flow.sender.set_peer_window(window.initial_window_end(), SimTime(now.as_nanos().saturating_sub(flow.ack_prop.as_nanos())));
+                    flow.receiver.use_receive_window(window);
+                }
                 let mut out = std::mem::take(&mut self.scratch);
                 let syn_rtt = flow.syn_rtt;
                 flow.sender.start(now, syn_rtt, &mut self.queue, &mut out);
@@ -431,7 +439,7 @@ impl Simulation {
         let now = self.now;
         let flow = &mut self.flows[flow_idx as usize];
         for tx in out.drain(..) {
-            let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq, ecn: tx.ecn, cwr: tx.cwr };
+            let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq, ecn: tx.ecn, cwr: tx.cwr, tsecr: flow.sender.ts_recent() };
             let departure = now.max(flow.access_free_at) + self.access_rate.transmit_time(pkt.frame_bytes() as u64);
             flow.access_free_at = departure;
             if flow.access.push(departure + flow.access_prop, pkt) {
@@ -491,6 +499,7 @@ impl Simulation {
         let now = self.now;
         let i = pkt.flow;
         let flow = &mut self.flows[i as usize];
+        flow.receiver.on_timestamp(now, pkt.tsecr);
         let (action, _, flushed) = flow.receiver.on_segment(now, pkt.seq, pkt.ecn, pkt.cwr);
         if let Some(ack) = flushed {
             Self::put_ack(&mut self.queue, &mut self.ack_jitter, flow, i, now, ack);
@@ -515,7 +524,7 @@ impl Simulation {
 
     fn send_ack(&mut self, i: u32) {
         let flow = &mut self.flows[i as usize];
-        let ack = flow.receiver.make_ack();
+        let ack = flow.receiver.make_ack(self.now);
         Self::put_ack(&mut self.queue, &mut self.ack_jitter, flow, i, self.now, ack);
     }
 

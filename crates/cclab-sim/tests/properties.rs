@@ -61,6 +61,8 @@ fn arb_config() -> impl Strategy<Value = SimConfig> {
             warmup_ns: 0,
             // 0, 5, 10 or 15 us of ACK jitter: the laws hold with and without it.
             jitter_ns: (seed % 4) * 5_000,
+            // Both receivers: Linux's autotuned window, and one that never limits.
+            receive_window_autotuning: seed % 8 != 1,
         })
 }
 

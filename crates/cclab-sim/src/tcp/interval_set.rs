@@ -85,6 +85,11 @@ impl IntervalSet {
         }
     }
 
+    /// The highest range, if any.
+    pub fn last(&self) -> Option<(u64, u64)> {
+        self.ranges.last_key_value().map(|(&s, &e)| (s, e))
+    }
+
     /// The lowest range, if any.
     pub fn first(&self) -> Option<(u64, u64)> {
         self.ranges.first_key_value().map(|(&s, &e)| (s, e))

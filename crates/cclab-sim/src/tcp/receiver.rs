@@ -27,6 +27,7 @@
 //! delivered segments above the highest count seen so far.
 
 use super::interval_set::IntervalSet;
+use super::receive_window::ReceiveWindow;
 use cclab_aqm::Ecn;
 use cclab_cc::{SimDuration, SimTime};
 
@@ -47,13 +48,24 @@ pub const MAX_SACK_BLOCKS: usize = 3;
 pub const TCP_NUM_SACKS: usize = 4;
 
 /// A cumulative ACK with up to three SACK blocks, most recent first.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AckPacket {
     pub cum_ack: u64,
     pub sack_blocks: [(u64, u64); MAX_SACK_BLOCKS],
     pub sack_count: u8,
     /// ECN-Echo: a CE-marked segment arrived and no CWR has answered it yet.
     pub ece: bool,
+    /// The advertised window's right edge in segments (`cum_ack + window / mss`);
+    /// `u64::MAX` from a receiver that never limits its sender.
+    pub window_end: u64,
+    /// The timestamp option's TSval: when the receiver sent this ACK.
+    pub tsval: SimTime,
+}
+
+impl Default for AckPacket {
+    fn default() -> Self {
+        AckPacket { cum_ack: 0, sack_blocks: [(0, 0); MAX_SACK_BLOCKS], sack_count: 0, ece: false, window_end: u64::MAX, tsval: SimTime::ZERO }
+    }
 }
 
 impl AckPacket {
@@ -110,6 +122,11 @@ pub struct TcpReceiver {
     pub segments_received: u64,
     /// Segments delivered in order.
     pub segments_delivered: u64,
+    /// Linux's receive-buffer autotuning and advertised window; `None`: the receiver
+    /// never limits its sender.
+    window: Option<ReceiveWindow>,
+    /// Segments queued out of order (their memory is charged to the buffer).
+    ooo_segments: u64,
 }
 
 impl TcpReceiver {
@@ -139,6 +156,24 @@ impl TcpReceiver {
             ce_segments: 0,
             segments_received: 0,
             segments_delivered: 0,
+            window: None,
+            ooo_segments: 0,
+        }
+    }
+
+    /// Advertise Linux's autotuned window from now on.
+    pub fn use_receive_window(&mut self, window: ReceiveWindow) {
+        self.window = Some(window);
+    }
+
+    pub fn receive_window(&self) -> Option<&ReceiveWindow> {
+        self.window.as_ref()
+    }
+
+    /// A data segment's timestamp echo (`tcp_rcv_rtt_measure_ts`).
+    pub fn on_timestamp(&mut self, now: SimTime, tsecr: SimTime) {
+        if let Some(w) = &mut self.window {
+            w.on_timestamp(now, tsecr);
         }
     }
 
@@ -175,20 +210,31 @@ impl TcpReceiver {
         let mut flushed = None;
         if seq == self.rcv_nxt {
             self.rcv_nxt += 1;
+            let rcv_nxt_of_segment = self.rcv_nxt;
+            let ooo_on_arrival = self.ooo_segments;
             if let Some((start, end)) = self.out_of_order.first() {
                 if start == self.rcv_nxt {
+                    self.ooo_segments -= end - start;
                     self.rcv_nxt = end;
                 }
                 self.out_of_order.remove_below(self.rcv_nxt);
                 // RFC 5681 4.2: ACK at once when a gap is filled.
                 hole_filled = self.out_of_order.is_empty();
             }
+            if let Some(w) = &mut self.window {
+                w.on_in_order_data(now, rcv_nxt_of_segment, ooo_on_arrival, self.rcv_nxt);
+            }
             // tcp_sack_remove: blocks now below rcv_nxt are gone.
             let rcv_nxt = self.rcv_nxt;
             self.sack_blocks.retain(|&(start, _)| start > rcv_nxt);
         } else {
+            flushed = self.sack_new_ofo(now, seq, seq + 1);
             self.out_of_order.insert(seq, seq + 1, |_, _| {});
-            flushed = self.sack_new_ofo(seq, seq + 1);
+            self.ooo_segments += 1;
+            if let Some(w) = &mut self.window {
+                let ooo_end = self.out_of_order.last().map_or(seq + 1, |(_, end)| end);
+                w.on_out_of_order_data(self.ooo_segments, ooo_end - self.rcv_nxt);
+            }
         }
         let delivered = self.rcv_nxt - before;
         self.segments_delivered += delivered;
@@ -270,12 +316,12 @@ impl TcpReceiver {
     /// a new one) and move it to the front. Before a block would fall out of
     /// the three that fit in an ACK, a pending compressed ACK is sent first
     /// (`tcp_sack_compress_send_ack`), so the sender never misses a block.
-    fn sack_new_ofo(&mut self, start: u64, end: u64) -> Option<AckPacket> {
+    fn sack_new_ofo(&mut self, now: SimTime, start: u64, end: u64) -> Option<AckPacket> {
         let touches = |b: &(u64, u64)| b.0 <= end && start <= b.1;
         let mut flushed = None;
         if let Some(idx) = self.sack_blocks.iter().position(touches) {
             if idx >= MAX_SACK_BLOCKS {
-                flushed = self.flush_compressed_ack();
+                flushed = self.flush_compressed_ack(now);
             }
             let mut block = self.sack_blocks.remove(idx);
             block = (block.0.min(start), block.1.max(end));
@@ -290,7 +336,7 @@ impl TcpReceiver {
             self.sack_blocks.insert(0, block);
         } else {
             if self.sack_blocks.len() >= MAX_SACK_BLOCKS {
-                flushed = self.flush_compressed_ack();
+                flushed = self.flush_compressed_ack(now);
             }
             self.sack_blocks.insert(0, (start, end));
             self.sack_blocks.truncate(TCP_NUM_SACKS);
@@ -298,8 +344,8 @@ impl TcpReceiver {
         flushed
     }
 
-    fn flush_compressed_ack(&mut self) -> Option<AckPacket> {
-        (self.compressed_acks > 0).then(|| self.make_ack())
+    fn flush_compressed_ack(&mut self, now: SimTime) -> Option<AckPacket> {
+        (self.compressed_acks > 0).then(|| self.make_ack(now))
     }
 
     /// True while a compressed ACK is pending.
@@ -309,9 +355,12 @@ impl TcpReceiver {
 
     /// Builds the ACK to send now and resets the ACK-policy state
     /// (`tcp_event_ack_sent`).
-    pub fn make_ack(&mut self) -> AckPacket {
+    pub fn make_ack(&mut self, now: SimTime) -> AckPacket {
         // tcp_ecn_send on an ACK: ECE while the echo is demanded.
-        let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, ..AckPacket::default() };
+        let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, tsval: now, ..AckPacket::default() };
+        if let Some(w) = &mut self.window {
+            ack.window_end = w.select_window_end(self.rcv_nxt, self.ooo_segments);
+        }
         for &block in self.sack_blocks.iter().take(MAX_SACK_BLOCKS) {
             ack.sack_blocks[ack.sack_count as usize] = block;
             ack.sack_count += 1;
@@ -333,7 +382,7 @@ mod tests {
         rx.ack_each_read_segment = false;
         for seq in 0..TCP_MAX_QUICKACKS as u64 {
             assert_eq!(rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false).0, AckAction::SendNow);
-            rx.make_ack();
+            rx.make_ack(SimTime::ZERO);
         }
         rx
     }
@@ -344,7 +393,7 @@ mod tests {
         let n = TCP_MAX_QUICKACKS as u64;
         assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::NotEct, false).0, AckAction::Delay(_)));
         assert_eq!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::NotEct, false).0, AckAction::SendNow);
-        assert_eq!(rx.make_ack().cum_ack, n + 2);
+        assert_eq!(rx.make_ack(SimTime::ZERO).cum_ack, n + 2);
     }
 
     /// Delivers `per_rtt[k]` segments, evenly spread, in each following RTT of
@@ -359,7 +408,7 @@ mod tests {
             for i in 0..count {
                 let now = SimTime::ZERO + SimDuration::from_nanos(*round * rtt_ns + i * rtt_ns / count);
                 if rx.on_segment(now, *next_seq, Ecn::NotEct, false).0 == AckAction::SendNow {
-                    rx.make_ack();
+                    rx.make_ack(SimTime::ZERO);
                     acks += 1;
                 }
                 *next_seq += 1;
@@ -389,7 +438,7 @@ mod tests {
         let n = TCP_MAX_QUICKACKS as u64;
         for seq in n..n + 4 {
             assert_eq!(rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false).0, AckAction::SendNow, "segment {seq}");
-            assert_eq!(rx.make_ack().cum_ack, seq + 1);
+            assert_eq!(rx.make_ack(SimTime::ZERO).cum_ack, seq + 1);
         }
         // Out-of-order data is not readable: the first duplicate ACKs go at
         // once, later ones are still compressed.
@@ -397,7 +446,7 @@ mod tests {
             let action = rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false).0;
             if i < TCP_FASTRETRANS_THRESH as usize {
                 assert_eq!(action, AckAction::SendNow);
-                rx.make_ack();
+                rx.make_ack(SimTime::ZERO);
             } else {
                 assert!(matches!(action, AckAction::Compress(_)), "segment {seq}: {action:?}");
             }
@@ -417,7 +466,7 @@ mod tests {
         let base = TCP_MAX_QUICKACKS as u64;
         rx.on_segment(SimTime::ZERO, base + 2, Ecn::NotEct, false); // hole at base, base+1
         rx.on_segment(SimTime::ZERO, base + 5, Ecn::NotEct, false); // hole at base+3, base+4
-        let ack = rx.make_ack();
+        let ack = rx.make_ack(SimTime::ZERO);
         assert_eq!(ack.cum_ack, base);
         assert_eq!(ack.sacks(), &[(base + 5, base + 6), (base + 2, base + 3)]);
     }
@@ -428,11 +477,11 @@ mod tests {
         let base = TCP_MAX_QUICKACKS as u64;
         rx.on_segment(SimTime::ZERO, base + 1, Ecn::NotEct, false);
         rx.on_segment(SimTime::ZERO, base + 2, Ecn::NotEct, false);
-        rx.make_ack();
+        rx.make_ack(SimTime::ZERO);
         let (action, delivered, _) = rx.on_segment(SimTime::ZERO, base, Ecn::NotEct, false);
         assert_eq!(action, AckAction::SendNow);
         assert_eq!(delivered, 3);
-        assert_eq!(rx.make_ack().cum_ack, base + 3);
+        assert_eq!(rx.make_ack(SimTime::ZERO).cum_ack, base + 3);
     }
 
     #[test]
@@ -443,7 +492,7 @@ mod tests {
         for i in 1..=6 {
             let (a, _, _) = rx.on_segment(SimTime::ZERO, base + i, Ecn::NotEct, false);
             if a == AckAction::SendNow {
-                rx.make_ack();
+                rx.make_ack(SimTime::ZERO);
             }
             actions.push(a);
         }
@@ -465,7 +514,7 @@ mod tests {
                 last_ack = Some(ack);
             }
             if action == AckAction::SendNow {
-                rx.make_ack();
+                rx.make_ack(SimTime::ZERO);
             }
         }
         assert!(last_ack.is_some(), "a pending compressed ACK must be flushed");
@@ -485,16 +534,16 @@ mod tests {
         assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ect0, false).0, AckAction::Delay(_)));
         // CE: no delayed ACK (tcp_enter_quickack_mode), and ECE set.
         assert_eq!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::Ce, false).0, AckAction::SendNow);
-        assert!(rx.make_ack().ece);
+        assert!(rx.make_ack(SimTime::ZERO).ece);
         // Later ACKs keep echoing though their segments are not marked.
         for seq in n + 2..n + 6 {
             if rx.on_segment(SimTime::ZERO, seq, Ecn::Ect0, false).0 == AckAction::SendNow {
-                assert!(rx.make_ack().ece);
+                assert!(rx.make_ack(SimTime::ZERO).ece);
             }
         }
         // The sender's CWR stops the echo and is ACKed at once.
         assert_eq!(rx.on_segment(SimTime::ZERO, n + 6, Ecn::Ect0, true).0, AckAction::SendNow);
-        assert!(!rx.make_ack().ece);
+        assert!(!rx.make_ack(SimTime::ZERO).ece);
         assert_eq!(rx.ce_segments, 1);
     }
 
@@ -503,7 +552,7 @@ mod tests {
         let mut rx = receiver_past_quickacks();
         let n = TCP_MAX_QUICKACKS as u64;
         assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ce, false).0, AckAction::Delay(_)));
-        assert!(!rx.make_ack().ece);
+        assert!(!rx.make_ack(SimTime::ZERO).ece);
         assert_eq!(rx.ce_segments, 1);
     }
 }

@@ -89,6 +89,10 @@ pub struct SenderStats {
     pub loss_probes: u64,
     /// One RTT sample (us) per ACK that produced one.
     pub rtt_samples_us: Vec<u32>,
+    /// Time new data waited for the receiver's window (`TCP_CHRONO_RWND_LIMITED`,
+    /// `ss -i`'s `rwnd_limited`), and since when it has been waiting.
+    pub rwnd_limited_ns: u64,
+    pub rwnd_limited_since: Option<SimTime>,
 }
 
 pub struct TcpSender {
@@ -102,6 +106,10 @@ pub struct TcpSender {
     total_segments: Option<u64>,
     last_segment_bytes: u32,
     rwnd_segments: Option<u64>,
+    /// `tcp_wnd_end`: `snd_una + snd_wnd` as the last ACK advertised, in segments.
+    snd_wnd_end: u64,
+    /// `rx_opt.ts_recent`: the TSval to echo (the last ACK's send time).
+    ts_recent: SimTime,
 
     /// Outstanding segments, index = seq - snd_una.
     segments: VecDeque<Segment>,
@@ -166,6 +174,8 @@ impl TcpSender {
             total_segments,
             last_segment_bytes,
             rwnd_segments: rwnd_bytes.map(|b| (b / mss_bytes as u64).max(1)),
+            snd_wnd_end: u64::MAX,
+            ts_recent: SimTime::ZERO,
             segments: VecDeque::new(),
             sacked_ranges: IntervalSet::default(),
             time_sorted: VecDeque::new(),
@@ -194,6 +204,17 @@ impl TcpSender {
             last_mode: "",
             scratch_ranges: Vec::new(),
         }
+    }
+
+    /// The handshake's outcome: the SYN-ACK's window (right edge, segments) and TSval.
+    pub fn set_peer_window(&mut self, window_end: u64, syn_ack_tsval: SimTime) {
+        self.snd_wnd_end = window_end;
+        self.ts_recent = syn_ack_tsval;
+    }
+
+    /// The TSecr a segment sent now carries.
+    pub fn ts_recent(&self) -> SimTime {
+        self.ts_recent
     }
 
     pub fn total_segments(&self) -> Option<u64> {
@@ -282,6 +303,12 @@ impl TcpSender {
             return; // old ACK
         }
         self.tcp.now = now;
+        // tcp_ack_update_window: an ACK that moves snd_una, or offers more, sets the
+        // window; tcp_store_ts_recent keeps its TSval for the next segments' echo.
+        if cum_ack > self.tcp.snd_una || ack.window_end > self.snd_wnd_end {
+            self.snd_wnd_end = ack.window_end;
+        }
+        self.ts_recent = self.ts_recent.max(ack.tsval);
         let prior_snd_una = self.tcp.snd_una;
         let prior_in_flight = self.in_flight();
         let prior_delivered = self.tcp.delivered;

@@ -50,16 +50,26 @@ enum BurstKind {
 
 impl TcpSender {
 
-    pub(super) fn has_new_data(&self) -> bool {
+    /// The application has data not yet sent.
+    fn has_app_data(&self) -> bool {
         self.total_segments.is_none_or(|t| self.tcp.snd_nxt < t)
-            && self.rwnd_segments.is_none_or(|w| self.packets_out() < w)
+    }
+
+    /// New segments the receive window allows now (`tcp_snd_wnd_test`: a segment
+    /// goes only if it ends within `snd_una + snd_wnd`).
+    fn window_room(&self) -> u64 {
+        let fixed = self.rwnd_segments.map_or(u64::MAX, |w| w.saturating_sub(self.packets_out()));
+        fixed.min(self.snd_wnd_end.saturating_sub(self.tcp.snd_nxt))
+    }
+
+    pub(super) fn has_new_data(&self) -> bool {
+        self.has_app_data() && self.window_room() > 0
     }
 
     /// New segments the application and receive window allow now.
     fn new_data_available(&self) -> u64 {
         let app = self.total_segments.map_or(u64::MAX, |t| t.saturating_sub(self.tcp.snd_nxt));
-        let rwnd = self.rwnd_segments.map_or(u64::MAX, |w| w.saturating_sub(self.packets_out()));
-        app.min(rwnd)
+        app.min(self.window_room())
     }
 
     /// The lowest lost segment not yet retransmitted.
@@ -124,10 +134,7 @@ impl TcpSender {
             return false;
         }
         let (in_flight, cwnd) = (self.in_flight(), self.tcp.snd_cwnd);
-        let mut limit_segs = cwnd.saturating_sub(in_flight);
-        if let Some(rwnd) = self.rwnd_segments {
-            limit_segs = limit_segs.min(rwnd.saturating_sub(self.packets_out()) as u32);
-        }
+        let limit_segs = cwnd.saturating_sub(in_flight).min(self.window_room().min(u32::MAX as u64) as u32);
         if limit_segs >= max_segs || limit_segs >= cwnd / TSO_WIN_DIVISOR {
             return false;
         }
@@ -223,7 +230,14 @@ impl TcpSender {
         if sent_new > 0 {
             self.schedule_loss_probe(now, false, queue);
         }
-        if !self.has_new_data() {
+        // tcp_write_xmit's chrono: new data held back by the receiver's window.
+        if self.has_app_data() && self.window_room() == 0 {
+            self.stats.rwnd_limited_since.get_or_insert(now);
+        } else if let Some(since) = self.stats.rwnd_limited_since.take() {
+            self.stats.rwnd_limited_ns += (now - since).as_nanos();
+        }
+        // tcp_rate_check_app_limited: the application, not the receiver, ran dry.
+        if !self.has_app_data() {
             self.check_app_limited();
         }
     }

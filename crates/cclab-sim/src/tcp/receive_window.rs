@@ -1,0 +1,425 @@
+//! The receiver's buffer and the window it advertises, as Linux 6.18 tunes them
+//! (net/ipv4/tcp_input.c, tcp_output.c; include/net/tcp.h). docs/RECEIVE_WINDOW.md
+//! records the source and what the kernel engine measured.
+//!
+//! Why it matters: while a hole sits at `rcv_nxt`, nothing is read, so the buffer stops
+//! growing for that RTT, and out-of-order data eats the free space. The right edge
+//! then stays where one RTT of reads put it, and a long-RTT flow in STARTUP or slow
+//! start meets it whatever its cwnd says (kernel engine: 2 BBR flows at 20 and 80 ms,
+//! the long one `rwnd_limited` at 565-577 segments).
+//!
+//! Units: the window quantities are bytes, as in Linux; sequence numbers are segments
+//! of `mss_bytes` (the simulator's unit), turned into bytes where Linux compares them.
+//! The application reads every in-order byte as it arrives (a bulk reader: iperf3), so
+//! the memory charged to the socket is the out-of-order queue's.
+
+use cclab_cc::SimTime;
+
+/// `tcp_rmem[1]`: the buffer a connection starts with. The kernel engine sets
+/// `net.ipv4.tcp_rmem = 4096 131072 536870912` in its namespaces
+/// (python/cclab/engines/kernel/topology.py).
+pub const TCP_RMEM_DEFAULT_BYTES: u64 = 131_072;
+/// `tcp_rmem[2]`: the most autotuning grows the buffer to (same setting).
+pub const TCP_RMEM_MAX_BYTES: u64 = 536_870_912;
+/// Memory charged for one full-sized segment (`skb->truesize`). Measured on the kernel
+/// engine with the `tcp:tcp_rcvbuf_grow` tracepoint: `scaling_ratio = len * 256 /
+/// truesize` was 162 on every connection of a traced 2-flow run (and 142 on one
+/// connection of an earlier run, from `ss -tmi`), so 1448 * 256 / 162 = 2288 bytes.
+pub const KERNEL_SEGMENT_TRUESIZE_BYTES: u64 = 2288;
+/// `TCP_RMEM_TO_WIN_SCALE`: `scaling_ratio` is a fraction of 256.
+const TCP_RMEM_TO_WIN_SCALE: u32 = 8;
+/// `TCP_DEFAULT_SCALING_RATIO`: 50%, until the first full segment is measured.
+const TCP_DEFAULT_SCALING_RATIO: u64 = 1 << (TCP_RMEM_TO_WIN_SCALE - 1);
+/// `TCP_INIT_CWND`: `tcp_init_buffer_space` sizes the first measurement by it.
+const TCP_INIT_CWND: u64 = 10;
+/// `TCP_MAX_WSCALE` (RFC 7323).
+const TCP_MAX_WSCALE: u32 = 14;
+/// The largest unscaled window (`U16_MAX`): what a SYN-ACK can carry.
+const MAX_UNSCALED_WINDOW: u64 = 65_535;
+/// `tcp_event_data_recv` grows the window only for segments of at least 128 bytes.
+const GROW_WINDOW_MIN_LEN: u64 = 128;
+/// `TCP_TS_HZ`: timestamps tick in milliseconds (`tcp_usec_ts` is off by default).
+const TS_TICK_NS: u64 = 1_000_000;
+
+/// Receive-buffer autotuning and window selection for one connection.
+#[derive(Clone, Debug)]
+pub struct ReceiveWindow {
+    mss_bytes: u64,
+    truesize_bytes: u64,
+    /// `tp->scaling_ratio`: payload per byte of memory, in 1/256.
+    scaling_ratio: u64,
+    /// `rx_opt.rcv_wscale`: the advertised window is in units of `2^wscale` bytes.
+    wscale: u32,
+    /// `sk_rcvbuf`.
+    rcvbuf_bytes: u64,
+    /// `tp->window_clamp`: the largest window ever advertised.
+    window_clamp_bytes: u64,
+    /// `tp->rcv_ssthresh`: the window's slow-start threshold, grown per segment.
+    rcv_ssthresh_bytes: u64,
+    /// `tp->rcv_wnd` and `tp->rcv_wup` (in segments): the last advertised window and
+    /// `rcv_nxt` when it was sent.
+    rcv_wnd_bytes: u64,
+    rcv_wup: u64,
+    /// `tp->rcvq_space`: bytes read in the last measured RTT, and where and when the
+    /// current measurement started (`seq` in segments).
+    space_bytes: u64,
+    space_seq: u64,
+    space_time: SimTime,
+    /// `tp->rcv_rtt_est`: the receiver's RTT estimate (us, scaled by 8), the window-based
+    /// measurement's target (`seq`, segments) and start, and the last TSecr used.
+    rcv_rtt_us_x8: u64,
+    rtt_seq: u64,
+    rtt_time: Option<SimTime>,
+    last_tsecr_tick: Option<u64>,
+    /// The scaling ratio is measured from the first full segment (`tcp_measure_rcv_mss`).
+    ratio_measured: bool,
+}
+
+impl ReceiveWindow {
+    /// The state once the handshake is done (`tcp_select_initial_window`,
+    /// `tcp_init_buffer_space`), with `established` the time it was.
+    pub fn new(mss_bytes: u64, truesize_bytes: u64, established: SimTime) -> Self {
+        let ratio = TCP_DEFAULT_SCALING_RATIO;
+        let full_space = win_from_space(ratio, TCP_RMEM_DEFAULT_BYTES);
+        // tcp_select_initial_window: a whole number of segments; the scale the largest
+        // buffer needs (`ilog2(max(space, tcp_rmem[2])) - 15`).
+        let rcv_wnd = full_space / mss_bytes * mss_bytes;
+        let wscale = (TCP_RMEM_MAX_BYTES.max(full_space).ilog2().saturating_sub(15)).min(TCP_MAX_WSCALE);
+        // The SYN-ACK's window is not scaled.
+        let rcv_wnd = rcv_wnd.min(MAX_UNSCALED_WINDOW);
+        // tcp_init_buffer_space with tcp_app_win = 1 (the default): one segment of
+        // the buffer is kept back from the clamp.
+        let mut window_clamp = full_space;
+        if window_clamp > 2 * mss_bytes && window_clamp + mss_bytes > full_space {
+            window_clamp = (2 * mss_bytes).max(full_space - mss_bytes);
+        }
+        let rcv_ssthresh = rcv_wnd.min(window_clamp);
+        ReceiveWindow {
+            mss_bytes,
+            truesize_bytes,
+            scaling_ratio: ratio,
+            wscale,
+            rcvbuf_bytes: TCP_RMEM_DEFAULT_BYTES,
+            window_clamp_bytes: window_clamp,
+            rcv_ssthresh_bytes: rcv_ssthresh,
+            rcv_wnd_bytes: rcv_wnd,
+            rcv_wup: 0,
+            space_bytes: rcv_ssthresh.min(rcv_wnd).min(TCP_INIT_CWND * mss_bytes),
+            space_seq: 0,
+            space_time: established,
+            rcv_rtt_us_x8: 0,
+            rtt_seq: 0,
+            rtt_time: None,
+            last_tsecr_tick: None,
+            ratio_measured: false,
+        }
+    }
+
+    pub fn rcvbuf_bytes(&self) -> u64 {
+        self.rcvbuf_bytes
+    }
+
+    pub fn window_clamp_bytes(&self) -> u64 {
+        self.window_clamp_bytes
+    }
+
+    pub fn rcv_ssthresh_bytes(&self) -> u64 {
+        self.rcv_ssthresh_bytes
+    }
+
+    /// The receiver's RTT estimate in microseconds (0 before the first sample).
+    pub fn rcv_rtt_us(&self) -> u64 {
+        self.rcv_rtt_us_x8 >> 3
+    }
+
+    /// The right edge the handshake advertised, in segments (the sender's first `snd_wnd`).
+    pub fn initial_window_end(&self) -> u64 {
+        self.rcv_wnd_bytes / self.mss_bytes
+    }
+
+    fn win_from_space(&self, space: u64) -> u64 {
+        win_from_space(self.scaling_ratio, space)
+    }
+
+    fn space_from_win(&self, win: u64) -> u64 {
+        (win << TCP_RMEM_TO_WIN_SCALE) / self.scaling_ratio
+    }
+
+    /// `tcp_space`: the window the free memory would hold.
+    fn tcp_space(&self, ooo_segments: u64) -> u64 {
+        self.win_from_space(self.rcvbuf_bytes.saturating_sub(ooo_segments * self.truesize_bytes))
+    }
+
+    /// `tcp_measure_rcv_mss`: the first full segment measures the scaling ratio, and
+    /// the clamp follows the buffer at the new ratio.
+    fn measure_rcv_mss(&mut self) {
+        if self.ratio_measured {
+            return;
+        }
+        self.ratio_measured = true;
+        self.scaling_ratio = ((self.mss_bytes << TCP_RMEM_TO_WIN_SCALE) / self.truesize_bytes).max(1);
+        self.window_clamp_bytes = self.win_from_space(self.rcvbuf_bytes);
+        self.rcv_ssthresh_bytes = self.rcv_ssthresh_bytes.min(self.window_clamp_bytes);
+    }
+
+    /// `tcp_rcv_rtt_measure_ts`: one sample per new TSecr on a full segment; smaller
+    /// samples replace the estimate, larger ones are blended in with gain 1/8.
+    pub fn on_timestamp(&mut self, now: SimTime, tsecr: SimTime) {
+        let tick = tsecr.as_nanos() / TS_TICK_NS;
+        if self.last_tsecr_tick == Some(tick) {
+            return;
+        }
+        self.last_tsecr_tick = Some(tick);
+        let delta_ticks = (now.as_nanos() / TS_TICK_NS).saturating_sub(tick);
+        if delta_ticks > 0 {
+            self.rcv_rtt_update(delta_ticks * 1_000, false);
+        }
+    }
+
+    /// `tcp_rcv_rtt_update`. A window-based sample only ever lowers the estimate. The
+    /// receive queue is always empty here (the reader keeps up), so a larger
+    /// timestamp sample is always blended.
+    fn rcv_rtt_update(&mut self, sample_us: u64, window_based: bool) {
+        let m = sample_us << 3;
+        if self.rcv_rtt_us_x8 == 0 || m < self.rcv_rtt_us_x8 {
+            self.rcv_rtt_us_x8 = m;
+        } else if !window_based {
+            self.rcv_rtt_us_x8 = self.rcv_rtt_us_x8 - (self.rcv_rtt_us_x8 >> 3) + sample_us;
+        }
+    }
+
+    /// `tcp_rcv_rtt_measure`: the time `rcv_nxt` takes to pass the window advertised
+    /// when the measurement started.
+    fn rcv_rtt_measure(&mut self, now: SimTime, rcv_nxt: u64) {
+        if let Some(start) = self.rtt_time {
+            if rcv_nxt < self.rtt_seq {
+                return;
+            }
+            let delta_us = ((now - start).as_nanos() / 1_000).max(1);
+            self.rcv_rtt_update(delta_us, true);
+        }
+        self.rtt_seq = rcv_nxt + self.rcv_wnd_bytes / self.mss_bytes;
+        self.rtt_time = Some(now);
+    }
+
+    /// `tcp_grow_window`: each segment of data raises `rcv_ssthresh` by two segments,
+    /// up to what the clamp and the free memory allow. A segment's memory always
+    /// passes Linux's truesize check here (`win_from_space(truesize) <= len`), as the
+    /// ratio is measured from that same truesize.
+    fn grow_window(&mut self, ooo_segments: u64) {
+        let room = self.window_clamp_bytes.min(self.tcp_space(ooo_segments)) as i64 - self.rcv_ssthresh_bytes as i64;
+        if room <= 0 || self.mss_bytes < GROW_WINDOW_MIN_LEN {
+            return;
+        }
+        // incr = max(2 * advmss, 2 * len), and len = advmss.
+        self.rcv_ssthresh_bytes += (room as u64).min(2 * self.mss_bytes);
+    }
+
+    /// `tcp_rcvbuf_grow`: the buffer for twice what was read in the last RTT, more
+    /// while reads grow (the sender may double its rate), plus the out-of-order span;
+    /// the clamp follows.
+    fn rcvbuf_grow(&mut self, new_space_bytes: u64, ooo_span_segments: u64) {
+        let old = self.space_bytes.max(1);
+        self.space_bytes = new_space_bytes;
+        // "DRS is always one RTT late."
+        let mut rcvwin = new_space_bytes << 1;
+        // Linux 6.18: "slow start: allow the sender to double its rate". (Later kernels
+        // scale this term by the RTT below tcp_rcvbuf_low_rtt; 6.18 has no such sysctl.)
+        rcvwin += ((rcvwin << 1) * new_space_bytes.saturating_sub(old)) / old;
+        rcvwin += ooo_span_segments * self.mss_bytes;
+        let rcvbuf = self.space_from_win(rcvwin).min(TCP_RMEM_MAX_BYTES);
+        if rcvbuf > self.rcvbuf_bytes {
+            self.rcvbuf_bytes = rcvbuf;
+            self.window_clamp_bytes = self.win_from_space(rcvbuf);
+        }
+    }
+
+    /// In-order data arrived (`tcp_event_data_recv`) and the application read it
+    /// (`tcp_rcv_space_adjust`). `rcv_nxt` is after this segment; `ooo_segments` is
+    /// what was queued out of order when it arrived, `rcv_nxt_read` where reading
+    /// stopped (past any out-of-order data it released).
+    pub fn on_in_order_data(&mut self, now: SimTime, rcv_nxt: u64, ooo_segments: u64, rcv_nxt_read: u64) {
+        self.measure_rcv_mss();
+        self.rcv_rtt_measure(now, rcv_nxt);
+        self.grow_window(ooo_segments);
+        self.rcv_space_adjust(now, rcv_nxt_read);
+    }
+
+    /// `tcp_rcv_space_adjust`, once per receiver RTT of reads.
+    fn rcv_space_adjust(&mut self, now: SimTime, copied_seq: u64) {
+        if self.rcv_rtt_us_x8 == 0 {
+            return;
+        }
+        if (now - self.space_time).as_nanos() / 1_000 < self.rcv_rtt_us() {
+            return;
+        }
+        // Nothing stays unread (`inq` = 0).
+        let copied_bytes = (copied_seq - self.space_seq) * self.mss_bytes;
+        if copied_bytes > self.space_bytes {
+            // The out-of-order queue is empty once reading reached here, or its span
+            // was counted when each segment was queued (`tcp_data_queue_ofo`).
+            self.rcvbuf_grow(copied_bytes, 0);
+        }
+        self.space_seq = copied_seq;
+        self.space_time = now;
+    }
+
+    /// Data was queued out of order (`tcp_data_queue_ofo`): the window grows as for
+    /// in-order data, and the buffer makes room for the out-of-order span at the last
+    /// RTT's rate. `ooo_segments` includes this one; `ooo_span` runs from `rcv_nxt` to
+    /// the end of the highest queued segment.
+    pub fn on_out_of_order_data(&mut self, ooo_segments: u64, ooo_span: u64) {
+        self.measure_rcv_mss();
+        self.grow_window(ooo_segments - 1);
+        self.rcvbuf_grow(self.space_bytes, ooo_span);
+    }
+
+    /// `tcp_select_window` when an ACK leaves: the window to advertise, as the right
+    /// edge in segments (`rcv_nxt + window / mss`). The edge never moves back.
+    pub fn select_window_end(&mut self, rcv_nxt: u64, ooo_segments: u64) -> u64 {
+        let granule = 1u64 << self.wscale;
+        // __tcp_select_window
+        let allowed = self.win_from_space(self.rcvbuf_bytes);
+        let full = self.window_clamp_bytes.min(allowed);
+        let mut free = self.tcp_space(ooo_segments);
+        let mut window = None;
+        if free < full / 2 {
+            free = free / granule * granule;
+            if free < allowed >> 4 || free < self.mss_bytes {
+                window = Some(0);
+            }
+        }
+        let mut new_win = window.unwrap_or_else(|| free.min(self.rcv_ssthresh_bytes).div_ceil(granule) * granule);
+        // tcp_select_window: never shrink what was offered.
+        let offered_end = self.rcv_wup * self.mss_bytes + self.rcv_wnd_bytes;
+        let cur_win = offered_end.saturating_sub(rcv_nxt * self.mss_bytes);
+        if new_win < cur_win {
+            new_win = cur_win.div_ceil(granule) * granule;
+        }
+        self.rcv_wnd_bytes = new_win.min(MAX_UNSCALED_WINDOW << self.wscale);
+        self.rcv_wup = rcv_nxt;
+        rcv_nxt + self.rcv_wnd_bytes / self.mss_bytes
+    }
+}
+
+/// `tcp_win_from_space`.
+fn win_from_space(scaling_ratio: u64, space: u64) -> u64 {
+    (space * scaling_ratio) >> TCP_RMEM_TO_WIN_SCALE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cclab_cc::SimDuration;
+
+    const MSS: u64 = 1448;
+
+    fn established() -> ReceiveWindow {
+        ReceiveWindow::new(MSS, KERNEL_SEGMENT_TRUESIZE_BYTES, SimTime::ZERO)
+    }
+
+    #[test]
+    fn a_new_connection_offers_45_segments_and_counts_ten_per_rtt() {
+        // Kernel engine (tcp_probe): the sender's first snd_wnd is 65160 bytes; the
+        // first tcp_rcvbuf_grow event starts from space = 14480.
+        let rw = established();
+        assert_eq!(rw.initial_window_end(), 45);
+        assert_eq!(rw.space_bytes, 14_480);
+        assert_eq!(rw.wscale, 14);
+    }
+
+    #[test]
+    fn the_first_full_segment_sets_the_clamp_from_the_measured_ratio() {
+        // Kernel engine: window_clamp = 82944 = 131072 * 162 / 256 after the first data.
+        let mut rw = established();
+        rw.on_in_order_data(SimTime::ZERO, 1, 0, 1);
+        assert_eq!(rw.scaling_ratio, 162);
+        assert_eq!(rw.window_clamp_bytes, 82_944);
+    }
+
+    #[test]
+    fn the_buffer_grows_as_the_kernels_tracepoint_shows() {
+        // tcp_rcvbuf_grow on the kernel engine: space 14517 -> copied 31856 gave
+        // rcvbuf 341184 and window_clamp 215905 (ratio 162).
+        let mut rw = established();
+        rw.measure_rcv_mss();
+        rw.space_bytes = 14_517;
+        rw.rcvbuf_grow(31_856, 0);
+        assert!(rw.rcvbuf_bytes.abs_diff(341_184) <= 2, "{}", rw.rcvbuf_bytes);
+        assert!(rw.window_clamp_bytes.abs_diff(215_905) <= 2, "{}", rw.window_clamp_bytes);
+        // And with an out-of-order span: space 144800 -> 459016, ooo 124528 bytes
+        // gave window_clamp 5026817.
+        let mut rw = established();
+        rw.measure_rcv_mss();
+        rw.space_bytes = 144_800;
+        rw.rcvbuf_grow(459_016, 124_528 / MSS);
+        let expected = 5_026_817u64;
+        // The span is whole segments here (86 of them, 124528 = 86 * 1448).
+        assert!(rw.window_clamp_bytes.abs_diff(expected) <= 4, "{}", rw.window_clamp_bytes);
+    }
+
+    #[test]
+    fn the_window_is_a_multiple_of_the_scale_and_its_edge_never_moves_back() {
+        let mut rw = established();
+        let mut end = rw.initial_window_end();
+        let mut rcv_nxt = 0;
+        let mut now = SimTime::ZERO;
+        // One segment every 100 us over a 20 ms RTT: 200 segments read per RTT.
+        for _ in 0..2_000 {
+            now = now + SimDuration::from_micros(100);
+            rcv_nxt += 1;
+            rw.on_timestamp(now, SimTime(now.as_nanos() - 20_000_000));
+            rw.on_in_order_data(now, rcv_nxt, 0, rcv_nxt);
+            let new_end = rw.select_window_end(rcv_nxt, 0);
+            assert!(new_end >= end, "edge moved back from {end} to {new_end}");
+            assert_eq!(rw.rcv_wnd_bytes % (1 << rw.wscale), 0);
+            end = new_end;
+        }
+        // The window opened to hold more than one RTT of reads.
+        assert!(end - rcv_nxt > 200, "{}", end - rcv_nxt);
+    }
+
+    #[test]
+    fn out_of_order_data_holds_the_right_edge_while_the_hole_stays() {
+        let mut rw = established();
+        let mut now = SimTime::ZERO;
+        // Grow to a steady buffer over many RTTs of 100 segments each.
+        let mut rcv_nxt = 0;
+        for _ in 0..50 {
+            for _ in 0..100 {
+                now = now + SimDuration::from_micros(200);
+                rcv_nxt += 1;
+                rw.on_timestamp(now, SimTime(now.as_nanos() - 20_000_000));
+                rw.on_in_order_data(now, rcv_nxt, 0, rcv_nxt);
+                rw.select_window_end(rcv_nxt, 0);
+            }
+        }
+        let edge = rw.select_window_end(rcv_nxt, 0);
+        // A hole at rcv_nxt: everything after it queues out of order.
+        let mut ooo = 0;
+        for k in 1..=(edge - rcv_nxt - 1) {
+            ooo += 1;
+            rw.on_out_of_order_data(ooo, k + 1);
+            let e = rw.select_window_end(rcv_nxt, ooo);
+            assert!(e >= edge);
+            // Free memory shrinks with each queued segment, so the edge moves little.
+            assert!(e - edge <= (edge - rcv_nxt), "edge ran from {edge} to {e}");
+        }
+        // The queued data is charged at its truesize.
+        assert!(rw.tcp_space(ooo) < rw.tcp_space(0));
+    }
+
+    #[test]
+    fn a_larger_timestamp_sample_is_blended_and_a_smaller_one_replaces() {
+        let mut rw = established();
+        rw.on_timestamp(SimTime::ZERO + SimDuration::from_millis(20), SimTime::ZERO);
+        assert_eq!(rw.rcv_rtt_us(), 20_000);
+        rw.on_timestamp(SimTime::ZERO + SimDuration::from_millis(101), SimTime::ZERO + SimDuration::from_millis(1));
+        assert_eq!(rw.rcv_rtt_us(), 20_000 + (100_000 - 20_000) / 8);
+        // The same TSecr again is not a new sample.
+        rw.on_timestamp(SimTime::ZERO + SimDuration::from_millis(200), SimTime::ZERO + SimDuration::from_millis(1));
+        assert_eq!(rw.rcv_rtt_us(), 30_000);
+        rw.on_timestamp(SimTime::ZERO + SimDuration::from_millis(12), SimTime::ZERO + SimDuration::from_millis(2));
+        assert_eq!(rw.rcv_rtt_us(), 10_000);
+    }
+}
