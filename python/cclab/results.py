@@ -55,6 +55,8 @@ FLOW_COLUMNS: dict[str, str] = {
     "ecn": "boolean",  # ECN negotiated
     "ce_marks_received": "Int64",  # CE-marked data segments that reached the receiver
     "aqm_drop_segments": "Int64",  # this flow's packets the AQM dropped (within queue_drop_segments)
+    # Time new data waited for the receiver's window (tcpi_rwnd_limited); NaN before model 9.
+    "rwnd_limited_ms": "float64",
 }
 FLOW_SERIES_COLUMNS: dict[str, str] = {
     "time_s": "float64",

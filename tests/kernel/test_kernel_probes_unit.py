@@ -32,3 +32,12 @@ def test_in_flight_leaves_out_sacked_and_lost_segments_as_tcp_packets_in_flight_
     # packets_out - (sacked_out + lost_out) + retrans_out
     assert s.inflight_pkts == 586 - (297 + 173) + 169
     assert s.inflight_pkts <= s.cwnd_pkts
+
+
+def test_rwnd_limited_time_is_read_from_its_tcp_info_field() -> None:
+    # tcpi_busy_time, tcpi_rwnd_limited, tcpi_sndbuf_limited: three u64 chronos (us) at 168.
+    info = bytearray(_tcp_info(ca_state=0, unacked=0, sacked=0, lost=0, retrans=0, cwnd=10))
+    struct.pack_into("=QQQ", info, 168, 2_000_000, 152_000, 7)
+    assert probes.parse_tcp_info(bytes(info))["rwnd_limited_us"] == 152_000
+    # An older kernel's shorter struct has no such field.
+    assert probes.parse_tcp_info(bytes(info[:168]))["rwnd_limited_us"] == 0

@@ -31,6 +31,8 @@ pub struct FlowMetrics {
     pub rtt_max_ms: Option<f64>,
     /// Data segments that reached the receiver, duplicates included.
     pub segments_received: u64,
+    /// Time new data waited for the receiver's window (`tcpi_rwnd_limited`).
+    pub rwnd_limited_ms: f64,
 }
 
 /// Metrics over [warmup, end] under their own names, the whole run's as `whole_run_<name>`.
@@ -211,6 +213,7 @@ fn flow_metrics(sim: &Simulation, i: usize, from: &Snapshot, start_s: f64, end_s
         rtt_p95_ms: rtt_p95,
         rtt_max_ms: rtt_max,
         segments_received: f.receiver.segments_received - c.segments_received,
+        rwnd_limited_ms: (f.sender.rwnd_limited_ns_at(sim.now) - c.rwnd_limited_ns) as f64 / 1e6,
     }
 }
 

@@ -236,6 +236,7 @@ impl Simulation {
                     rto_count: s.rto_count,
                     loss_probes: s.loss_probes,
                     segments_received: f.receiver.segments_received,
+                    rwnd_limited_ns: f.sender.rwnd_limited_ns_at(self.now),
                     rtt_samples: s.rtt_samples_us.len(),
                 }
             })
@@ -288,6 +289,7 @@ impl Simulation {
             if self.check_invariants {
                 for f in &self.flows {
                     f.sender.check_invariants()?;
+                    f.receiver.check_invariants()?;
                 }
                 let limit_ok = match (self.config.bottleneck.queue_limit_bytes, self.config.bottleneck.queue_limit_packets) {
                     (Some(l), _) => self.bottleneck.max_backlog_bytes <= l,

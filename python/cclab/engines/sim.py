@@ -45,5 +45,15 @@ class SimEngine:
             raise EngineError(f"sim engine: result is not JSON: {error}") from None
         jitter_ns = config.get("jitter_ns", 0)
         model = "seeded exponential lateness of each ACK, in order (crates/cclab-sim/src/jitter.rs)" if jitter_ns else "none: the noiseless model"
-        result["provenance"] = {**result.get("provenance", {}), "jitter": {"ack_mean_ns": jitter_ns, "model": model}}
+        window = (
+            "Linux 6.18 receive-buffer autotuning and window selection, 2288 B of memory per segment "
+            "(crates/cclab-sim/src/tcp/receive_window.rs)"
+            if config.get("receive_window_autotuning", True)
+            else "none: the receiver never limits its sender"
+        )
+        result["provenance"] = {
+            **result.get("provenance", {}),
+            "jitter": {"ack_mean_ns": jitter_ns, "model": model},
+            "receive_window": window,
+        }
         return RunResult.from_engine_output(result, spec=config, engine=self.name)

@@ -115,6 +115,16 @@ impl ReceiveWindow {
         }
     }
 
+    pub fn truesize_bytes(&self) -> u64 {
+        self.truesize_bytes
+    }
+
+    /// The memory one window-scale unit of data takes: what aligning the window up to
+    /// `2^wscale` can offer beyond the free space.
+    pub fn rounding_slack_bytes(&self) -> u64 {
+        self.space_from_win(1 << self.wscale)
+    }
+
     pub fn rcvbuf_bytes(&self) -> u64 {
         self.rcvbuf_bytes
     }

@@ -348,6 +348,18 @@ impl TcpReceiver {
         (self.compressed_acks > 0).then(|| self.make_ack(now))
     }
 
+    /// The out-of-order data fits the buffer the window promised: its memory stays
+    /// within `sk_rcvbuf` plus one window-scale unit of rounding.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if let Some(w) = &self.window {
+            let (used, allowed) = (self.ooo_segments * w.truesize_bytes(), w.rcvbuf_bytes() + w.rounding_slack_bytes());
+            if used > allowed {
+                return Err(format!("receiver: {used} bytes queued out of order in a {allowed}-byte buffer"));
+            }
+        }
+        Ok(())
+    }
+
     /// True while a compressed ACK is pending.
     pub fn has_compressed_ack(&self) -> bool {
         self.compressed_acks > 0

@@ -120,6 +120,7 @@ def flow_result(m: Measured, p: FlowPlan) -> dict:
         "ecn": bool(last.ecn_ok) if last is not None else False,
         "ce_marks_received": m.receiver_counters.get(("ce", p.index), (0, 0))[0],
         "aqm_drop_segments": aqm_drop_segments(m, p),
+        "rwnd_limited_ms": last.rwnd_limited_us / 1000 if last is not None else None,
     }
 
 
@@ -159,7 +160,7 @@ def sent_bytes_since_warmup(m: Measured) -> int:
     return m.tbf_last.bytes - base.bytes
 
 
-def counters_at_warmup(m: Measured, p: FlowPlan) -> dict[str, int | None]:
+def counters_at_warmup(m: Measured, p: FlowPlan) -> dict[str, float | None]:
     """Flow `p`'s cumulative counters at the warm-up: its last TCP_INFO sample by then and
     the per-flow packet counters the engine read then."""
     rows = m.sampler.flows[p.flow_id]
@@ -168,11 +169,12 @@ def counters_at_warmup(m: Measured, p: FlowPlan) -> dict[str, int | None]:
         if t > m.warmup_s:
             break
         sample = s
-    counters: dict[str, int | None] = {}
+    counters: dict[str, float | None] = {}
     if sample is not None:
         counters.update(
             bytes_delivered=sample.bytes_acked, bytes_sent=sample.bytes_sent, data_segments_sent=sample.data_segs_out,
             retrans_segments=sample.total_retrans, rto_count=sample.total_rto,
+            rwnd_limited_ms=sample.rwnd_limited_us / 1000,
         )  # fmt: skip
     if m.router_at_warmup is not None and m.receiver_at_warmup is not None:
         sent_pkts = m.router_at_warmup.get(("sent", p.index), (0, 0))[0]

@@ -108,6 +108,8 @@ class TcpSample:
     sacked_pkts: int = 0
     #: tcpi_options (TCPI_OPT_* bits, include/uapi/linux/tcp.h).
     options: int = 0
+    #: tcpi_rwnd_limited: time new data waited for the receiver's window so far.
+    rwnd_limited_us: int = 0
 
     @property
     def ecn_ok(self) -> bool:
@@ -159,6 +161,8 @@ def parse_tcp_info(info: bytes) -> dict[str, int]:
         "rtt_us": u32(68), "ssthresh": u32(76), "cwnd": u32(80), "total_retrans": u32(100),
         "pacing_rate": u64(104), "bytes_acked": u64(120), "min_rtt_us": u32(148),
         "data_segs_out": u32(156), "delivery_rate": u64(160),
+        # tcpi_rwnd_limited (us, the TCP_CHRONO_RWND_LIMITED chrono; Linux 4.10+)
+        "rwnd_limited_us": u64(176) if len(info) >= 184 else 0,
         "bytes_sent": u64(200) if len(info) >= 208 else 0,
         "bytes_retrans": u64(208) if len(info) >= 216 else 0,
         # tcpi_total_rto (Linux 6.7+)
@@ -192,7 +196,7 @@ class TcpInfoProbe:
                 ca_state=t["ca_state"], cwnd_pkts=t["cwnd"], ssthresh_pkts=t["ssthresh"],
                 srtt_us=t["rtt_us"], min_rtt_us=t["min_rtt_us"], unacked_pkts=t["unacked"],
                 lost_pkts=t["lost"], retrans_pkts_now=t["retrans"], total_retrans=t["total_retrans"],
-                sacked_pkts=t["sacked"], options=t["options"],
+                sacked_pkts=t["sacked"], options=t["options"], rwnd_limited_us=t["rwnd_limited_us"],
                 pacing_rate_Bps=t["pacing_rate"], delivery_rate_Bps=t["delivery_rate"],
                 bytes_acked=t["bytes_acked"], bytes_sent=t["bytes_sent"], bytes_retrans=t["bytes_retrans"],
                 data_segs_out=t["data_segs_out"], total_rto=None if t["total_rto"] < 0 else t["total_rto"],

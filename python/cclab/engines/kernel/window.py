@@ -19,6 +19,7 @@ FLOW_METRICS = (
     "goodput_mbps", "bytes_delivered", "bytes_sent", "data_segments_sent", "retrans_segments",
     "lost_segments", "queue_drop_segments", "random_loss_segments", "rto_count", "rtt_min_ms",
     "rtt_mean_ms", "rtt_p50_ms", "rtt_p95_ms", "rtt_max_ms", "ce_marks_received", "aqm_drop_segments",
+    "rwnd_limited_ms",
 )  # fmt: skip
 BOTTLENECK_METRICS = (
     "utilization", "drops", "overflow_drops", "aqm_drops", "ce_marks", "drops_per_s", "ce_marks_per_s",
@@ -28,7 +29,7 @@ BOTTLENECK_METRICS = (
 #: Cumulative per-flow counters: the window's value is the whole run's minus the warm-up's.
 FLOW_COUNTERS = (
     "bytes_delivered", "bytes_sent", "data_segments_sent", "retrans_segments",
-    "random_loss_segments", "rto_count", "ce_marks_received",
+    "random_loss_segments", "rto_count", "ce_marks_received", "rwnd_limited_ms",
 )  # fmt: skip
 
 
@@ -38,7 +39,7 @@ def with_whole_run(row: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
 
 
 def flow_window(
-    whole: dict[str, Any], *, warmup_s: float, at_warmup: dict[str, int | None], srtt_ms_after: list[float]
+    whole: dict[str, Any], *, warmup_s: float, at_warmup: dict[str, float | None], srtt_ms_after: list[float]
 ) -> dict[str, Any]:
     """One flow's result over [warmup_s, end]: `whole` is its whole-run result, `at_warmup` its
     cumulative counters at the warm-up (FLOW_COUNTERS names; missing ones count as 0), and

@@ -212,6 +212,11 @@ impl TcpSender {
         self.ts_recent = syn_ack_tsval;
     }
 
+    /// Time new data has waited for the receiver's window up to `now`.
+    pub fn rwnd_limited_ns_at(&self, now: SimTime) -> u64 {
+        self.stats.rwnd_limited_ns + self.stats.rwnd_limited_since.map_or(0, |since| (now - since).as_nanos())
+    }
+
     /// The TSecr a segment sent now carries.
     pub fn ts_recent(&self) -> SimTime {
         self.ts_recent
@@ -494,6 +499,9 @@ impl TcpSender {
                 "flow {}: counters sacked {}/{} lost {}/{} retrans {}/{}",
                 self.flow_id, self.sacked_out, sacked, self.lost_out, lost, self.retrans_out, retrans
             ));
+        }
+        if self.tcp.snd_nxt > self.snd_wnd_end {
+            return Err(format!("flow {}: sent up to {} past the receiver's window end {}", self.flow_id, self.tcp.snd_nxt, self.snd_wnd_end));
         }
         if self.segments.len() as u64 != self.packets_out() {
             return Err(format!("flow {}: {} segments stored, {} outstanding", self.flow_id, self.segments.len(), self.packets_out()));

@@ -1,0 +1,48 @@
+//! The receiver's autotuned window (tcp/receive_window.rs) on whole runs: it holds a
+//! long-RTT flow in STARTUP behind a loss episode, as on the kernel engine, and leaves a
+//! clean single flow's goodput alone.
+
+mod common;
+use common::*;
+
+/// Two BBR flows at 20 and 80 ms RTT over 50 Mbit/s and a 1-BDP tail-drop queue, 3 s: the
+/// case where the kernel engine's long flow was `rwnd_limited` for 152-256 ms.
+fn bbr_pair_1_to_4(autotuning: bool) -> cclab_sim::SimConfig {
+    let mut long = flow(1, "bbr");
+    long.extra_rtt_ns = 60 * MS;
+    let mut cfg = config(50, 20, bdp_bytes(50, 20), 0.0, 3, vec![flow(0, "bbr"), long]);
+    cfg.receive_window_autotuning = autotuning;
+    cfg
+}
+
+#[test]
+fn a_long_rtt_bbr_flow_waits_for_the_receive_window_in_startup() {
+    let r = run(bbr_pair_1_to_4(true));
+    let long = &r.flows[1];
+    assert!(long.rwnd_limited_ms > 50.0, "long flow rwnd-limited {} ms", long.rwnd_limited_ms);
+    // The window binds the long flow far more than the short one.
+    assert!(long.rwnd_limited_ms > 2.0 * r.flows[0].rwnd_limited_ms, "{} vs {}", long.rwnd_limited_ms, r.flows[0].rwnd_limited_ms);
+}
+
+#[test]
+fn a_receiver_without_the_window_never_holds_its_sender() {
+    let r = run(bbr_pair_1_to_4(false));
+    for f in &r.flows {
+        assert_eq!(f.rwnd_limited_ms, 0.0, "flow {}", f.flow_id);
+    }
+}
+
+#[test]
+fn a_clean_high_bdp_flow_is_not_slowed_by_the_window() {
+    // 300 Mbit/s x 100 ms, a 1-BDP buffer, 10 s: the buffer grows by up to 4x per RTT,
+    // faster than slow start doubles.
+    for cc in ["cubic", "bbr"] {
+        let cfg = |autotuning| {
+            let mut c = config(300, 100, bdp_bytes(300, 100), 0.0, 10, vec![flow(0, cc)]);
+            c.receive_window_autotuning = autotuning;
+            c
+        };
+        let (with, without) = (run(cfg(true)).flows[0].goodput_mbps, run(cfg(false)).flows[0].goodput_mbps);
+        assert!(with >= 0.98 * without, "{cc}: {with} with the window, {without} without");
+    }
+}
