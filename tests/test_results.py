@@ -81,6 +81,16 @@ def test_write_then_read_round_trips_every_table_and_document(result: RunResult,
     assert json.loads((out / "spec.json").read_text()) == result.spec
 
 
+def test_a_result_stored_before_a_column_existed_reads_with_that_column_null(result: RunResult, tmp_path: Path) -> None:
+    # Results of model 8 and older have no rwnd_limited_ms; their runs stay usable.
+    out = result.write(tmp_path / "run")
+    flows = pd.read_parquet(out / "flows.parquet").drop(columns=["rwnd_limited_ms"])
+    flows.to_parquet(out / "flows.parquet")
+    back = RunResult.read(out)
+    assert back.flows["rwnd_limited_ms"].isna().all()
+    assert list(back.flows["goodput_mbps"]) == list(result.flows["goodput_mbps"])
+
+
 def test_an_interrupted_write_leaves_no_directory_behind(result: RunResult, tmp_path: Path, monkeypatch) -> None:
     written = []
 

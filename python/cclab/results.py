@@ -220,14 +220,15 @@ class RunResult:
 
 def _table(columns: Mapping[str, list[Any]], schema: dict[str, str]) -> pd.DataFrame:
     """A DataFrame from column lists, with the schema's types; extra columns are kept."""
-    frame = pd.DataFrame({name: list(values) for name, values in columns.items()})
-    for name in schema:
-        if name not in frame.columns:
-            frame[name] = pd.Series([None] * len(frame), dtype="object")
-    return _typed(frame, schema)
+    return _typed(pd.DataFrame({name: list(values) for name, values in columns.items()}), schema)
 
 
 def _typed(frame: pd.DataFrame, schema: dict[str, str]) -> pd.DataFrame:
+    """The schema's columns first, typed; a column the engine or an older stored result
+    lacks (one added later, as `rwnd_limited_ms`) is null."""
+    for name in schema:
+        if name not in frame.columns:
+            frame[name] = pd.Series([None] * len(frame), dtype="object")
     ordered = [*schema, *(name for name in frame.columns if name not in schema)]
     frame = frame[ordered].copy()
     for name, dtype in schema.items():

@@ -39,7 +39,10 @@ pub use sim::Simulation;
 /// kernel repetitions do; `jitter_ns = 0` gives model 7's runs.
 /// 9: the receiver advertises Linux 6.18's autotuned window (tcp/receive_window.rs) and
 /// the sender stops at its right edge; `receive_window_autotuning = false` gives model 8.
-pub const MODEL_VERSION: u32 = 9;
+/// 10: with the window, the receiver's quick ACKs come from `tcp_grow_window` (while
+/// `rcv_ssthresh` can grow) instead of model 4's per-RTT trigger, and two segments are
+/// not ACKed at once when the window would shrink (`__tcp_ack_snd_check`).
+pub const MODEL_VERSION: u32 = 10;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

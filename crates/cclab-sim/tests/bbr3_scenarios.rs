@@ -104,16 +104,30 @@ fn bbr3_probes_for_bandwidth_every_two_to_three_seconds_at_most_63_rounds_apart(
         (0..ev.time_s.len()).filter(|&i| ev.kind[i] == "cc_mode").map(|i| (ev.time_s[i], ev.detail[i].as_str())).collect();
     // The wait before a probe starts on entering PROBE_DOWN, or on leaving
     // PROBE_RTT (which restarts the clock), and ends after 2-3 s of wall
-    // clock, or 63 rounds (~2.5 s at 40 ms) if sooner.
+    // clock, or 63 rounds (~2.5 s at 40 ms) if sooner. One exception, by design
+    // (bbr_adapt_upper_bounds): a probe that stopped at inflight_hi without high loss
+    // (`stopped_risky_probe`) probes again once PROBE_DOWN's first round is over;
+    // its PROBE_UP lasted under two rounds and the retry comes within three.
+    let round_s = RTT_MS as f64 / 1000.0;
     let mut clock_start = None;
+    let mut up_started = None;
     let mut probes = 0;
     for w in modes.windows(2) {
         let ((_, prev), (t, mode)) = (w[0], w[1]);
+        if mode == "probe_bw_up" {
+            up_started = Some(t);
+        }
+        let short_up = prev == "probe_bw_up" && mode == "probe_bw_down" && up_started.is_some_and(|u| t - u < 2.0 * round_s);
         if mode == "probe_bw_down" || prev == "probe_rtt" {
-            clock_start = Some(t);
+            clock_start = Some((t, short_up));
         }
         if mode == "probe_bw_refill" {
-            let wait = t - clock_start.expect("a wait began");
+            let (start, after_short_up) = clock_start.expect("a wait began");
+            let wait = t - start;
+            if after_short_up && wait <= 3.0 * round_s {
+                probes += 1; // the retried risky probe
+                continue;
+            }
             assert!((2.0..=3.01).contains(&wait), "waited {wait:.3} s before the probe at {t:.3} s: {modes:?}");
             probes += 1;
         }

@@ -215,14 +215,16 @@ impl ReceiveWindow {
     /// `tcp_grow_window`: each segment of data raises `rcv_ssthresh` by two segments,
     /// up to what the clamp and the free memory allow. A segment's memory always
     /// passes Linux's truesize check here (`win_from_space(truesize) <= len`), as the
-    /// ratio is measured from that same truesize.
-    fn grow_window(&mut self, ooo_segments: u64) {
+    /// ratio is measured from that same truesize. Returns whether it grew: Linux then
+    /// sets `icsk_ack.quick`, so the segment is ACKed at once.
+    fn grow_window(&mut self, ooo_segments: u64) -> bool {
         let room = self.window_clamp_bytes.min(self.tcp_space(ooo_segments)) as i64 - self.rcv_ssthresh_bytes as i64;
         if room <= 0 || self.mss_bytes < GROW_WINDOW_MIN_LEN {
-            return;
+            return false;
         }
         // incr = max(2 * advmss, 2 * len), and len = advmss.
         self.rcv_ssthresh_bytes += (room as u64).min(2 * self.mss_bytes);
+        true
     }
 
     /// `tcp_rcvbuf_grow`: the buffer for twice what was read in the last RTT, more
@@ -247,12 +249,13 @@ impl ReceiveWindow {
     /// In-order data arrived (`tcp_event_data_recv`) and the application read it
     /// (`tcp_rcv_space_adjust`). `rcv_nxt` is after this segment; `ooo_segments` is
     /// what was queued out of order when it arrived, `rcv_nxt_read` where reading
-    /// stopped (past any out-of-order data it released).
-    pub fn on_in_order_data(&mut self, now: SimTime, rcv_nxt: u64, ooo_segments: u64, rcv_nxt_read: u64) {
+    /// stopped (past any out-of-order data it released). Returns whether the window grew.
+    pub fn on_in_order_data(&mut self, now: SimTime, rcv_nxt: u64, ooo_segments: u64, rcv_nxt_read: u64) -> bool {
         self.measure_rcv_mss();
         self.rcv_rtt_measure(now, rcv_nxt);
-        self.grow_window(ooo_segments);
+        let grew = self.grow_window(ooo_segments);
         self.rcv_space_adjust(now, rcv_nxt_read);
+        grew
     }
 
     /// `tcp_rcv_space_adjust`, once per receiver RTT of reads.
@@ -277,29 +280,41 @@ impl ReceiveWindow {
     /// Data was queued out of order (`tcp_data_queue_ofo`): the window grows as for
     /// in-order data, and the buffer makes room for the out-of-order span at the last
     /// RTT's rate. `ooo_segments` includes this one; `ooo_span` runs from `rcv_nxt` to
-    /// the end of the highest queued segment.
-    pub fn on_out_of_order_data(&mut self, ooo_segments: u64, ooo_span: u64) {
+    /// the end of the highest queued segment. Returns whether the window grew.
+    pub fn on_out_of_order_data(&mut self, ooo_segments: u64, ooo_span: u64) -> bool {
         self.measure_rcv_mss();
-        self.grow_window(ooo_segments - 1);
+        let grew = self.grow_window(ooo_segments - 1);
         self.rcvbuf_grow(self.space_bytes, ooo_span);
+        grew
+    }
+
+    /// `__tcp_select_window(sk) < tp->rcv_wnd`: the window offered now would be smaller
+    /// than the last one, so `__tcp_ack_snd_check` does not ACK for two segments alone.
+    pub fn window_would_shrink(&self, ooo_segments: u64) -> bool {
+        self.free_window_bytes(ooo_segments) < self.rcv_wnd_bytes
+    }
+
+    /// `__tcp_select_window`: the free space, at most `rcv_ssthresh`, in units of the
+    /// window scale; 0 when little memory is left.
+    fn free_window_bytes(&self, ooo_segments: u64) -> u64 {
+        let granule = 1u64 << self.wscale;
+        let allowed = self.win_from_space(self.rcvbuf_bytes);
+        let full = self.window_clamp_bytes.min(allowed);
+        let mut free = self.tcp_space(ooo_segments);
+        if free < full / 2 {
+            free = free / granule * granule;
+            if free < allowed >> 4 || free < self.mss_bytes {
+                return 0;
+            }
+        }
+        free.min(self.rcv_ssthresh_bytes).div_ceil(granule) * granule
     }
 
     /// `tcp_select_window` when an ACK leaves: the window to advertise, as the right
     /// edge in segments (`rcv_nxt + window / mss`). The edge never moves back.
     pub fn select_window_end(&mut self, rcv_nxt: u64, ooo_segments: u64) -> u64 {
         let granule = 1u64 << self.wscale;
-        // __tcp_select_window
-        let allowed = self.win_from_space(self.rcvbuf_bytes);
-        let full = self.window_clamp_bytes.min(allowed);
-        let mut free = self.tcp_space(ooo_segments);
-        let mut window = None;
-        if free < full / 2 {
-            free = free / granule * granule;
-            if free < allowed >> 4 || free < self.mss_bytes {
-                window = Some(0);
-            }
-        }
-        let mut new_win = window.unwrap_or_else(|| free.min(self.rcv_ssthresh_bytes).div_ceil(granule) * granule);
+        let mut new_win = self.free_window_bytes(ooo_segments);
         // tcp_select_window: never shrink what was offered.
         let offered_end = self.rcv_wup * self.mss_bytes + self.rcv_wnd_bytes;
         let cur_win = offered_end.saturating_sub(rcv_nxt * self.mss_bytes);
