@@ -46,3 +46,17 @@ fn a_clean_high_bdp_flow_is_not_slowed_by_the_window() {
         assert!(with >= 0.98 * without, "{cc}: {with} with the window, {without} without");
     }
 }
+
+#[test]
+fn a_steady_cubic_flow_is_acked_about_every_second_segment() {
+    // Kernel engine, receiver namespace TcpOutSegs / TcpInSegs: 0.50-0.55 ACKs per segment
+    // at 10, 20 and 50 Mbit/s; the quick ACKs of tcp_grow_window stop once rcv_ssthresh
+    // meets the clamp.
+    for rate in [10, 50] {
+        let mut sim = cclab_sim::sim::Simulation::new(config(rate, 20, bdp_bytes(rate, 20), 0.0, 20, vec![flow(0, "cubic")])).unwrap();
+        sim.run().unwrap();
+        let rx = &sim.flows[0].receiver;
+        let per_segment = rx.acks_sent as f64 / rx.segments_received as f64;
+        assert!((0.45..=0.6).contains(&per_segment), "{rate} Mbit/s: {per_segment:.3} ACKs per segment");
+    }
+}

@@ -126,6 +126,8 @@ pub struct TcpReceiver {
     pub segments_received: u64,
     /// Segments delivered in order.
     pub segments_delivered: u64,
+    /// ACKs sent (pure ACKs: the receiver sends no data).
+    pub acks_sent: u64,
     /// Linux's receive-buffer autotuning and advertised window; `None`: the receiver
     /// never limits its sender.
     window: Option<ReceiveWindow>,
@@ -160,6 +162,7 @@ impl TcpReceiver {
             ce_segments: 0,
             segments_received: 0,
             segments_delivered: 0,
+            acks_sent: 0,
             window: None,
             ooo_segments: 0,
         }
@@ -388,6 +391,7 @@ impl TcpReceiver {
             ack.sack_count += 1;
         }
         self.rcv_wup = self.rcv_nxt;
+        self.acks_sent += 1;
         self.compressed_acks = 0;
         self.quickacks_left = self.quickacks_left.saturating_sub(1);
         ack
