@@ -1,6 +1,8 @@
 //! Simulator speed: simulated data packets per wall-second, and wall time of
 //! the scenarios the issues name. Run: `cargo bench -p cclab-sim --bench throughput`
-//! (add a scenario name to run just that one). Figures go to docs/BENCHMARKS.md.
+//! (add a scenario name to run just that one; `-- --no-receive-window` runs every scenario
+//! with a receiver that never limits its sender, to price the window model). Figures go to
+//! docs/BENCHMARKS.md.
 
 use cclab_sim::config::{FlowConfig, SimConfig};
 use std::time::Instant;
@@ -31,6 +33,7 @@ fn peak_rss_mib() -> f64 {
 
 fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let receive_window = !std::env::args().any(|a| a == "--no-receive-window");
     let bdp_1g_25ms = 1_000_000_000 / 8 * 25 / 1000;
     let hundred = vec!["cubic"; 50].into_iter().chain(vec!["bbr"; 50]).collect::<Vec<_>>();
     let cases: Vec<(&str, SimConfig)> = vec![
@@ -60,7 +63,8 @@ fn main() {
     ];
     println!("| scenario | wall s | data packets | packets/s | events/s | goodput Mbit/s (sum) | retrans | peak RSS MiB |");
     println!("|---|---|---|---|---|---|---|---|");
-    for (name, cfg) in cases {
+    for (name, mut cfg) in cases {
+        cfg.receive_window_autotuning = receive_window;
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
         }
