@@ -393,7 +393,7 @@ mod tests {
         for _ in 0..2_000 {
             now = now + SimDuration::from_micros(100);
             rcv_nxt += 1;
-            rw.on_timestamp(now, SimTime(now.as_nanos() - 20_000_000));
+            rw.on_timestamp(now, SimTime(now.as_nanos().saturating_sub(20_000_000)));
             rw.on_in_order_data(now, rcv_nxt, 0, rcv_nxt);
             let new_end = rw.select_window_end(rcv_nxt, 0);
             assert!(new_end >= end, "edge moved back from {end} to {new_end}");
@@ -414,7 +414,7 @@ mod tests {
             for _ in 0..100 {
                 now = now + SimDuration::from_micros(200);
                 rcv_nxt += 1;
-                rw.on_timestamp(now, SimTime(now.as_nanos() - 20_000_000));
+                rw.on_timestamp(now, SimTime(now.as_nanos().saturating_sub(20_000_000)));
                 rw.on_in_order_data(now, rcv_nxt, 0, rcv_nxt);
                 rw.select_window_end(rcv_nxt, 0);
             }

@@ -423,8 +423,9 @@ mod tests {
     }
 
     /// Delivers `per_rtt[k]` segments, evenly spread, in each following RTT of
-    /// 20 ms (`round` counts RTTs across calls), sending an ACK whenever the
-    /// receiver asks; returns ACKs per segment of the last RTT.
+    /// 20 ms (`round` counts RTTs across calls), each echoing a timestamp one RTT
+    /// old (so a receiver with Linux's window knows its RTT), sending an ACK
+    /// whenever the receiver asks; returns ACKs per segment of the last RTT.
     fn acks_per_segment_of_last_rtt(rx: &mut TcpReceiver, next_seq: &mut u64, round: &mut u64, per_rtt: &[u64]) -> f64 {
         let rtt_ns = 20_000_000u64;
         let mut acks = 0;
@@ -432,9 +433,10 @@ mod tests {
             *round += 1;
             acks = 0;
             for i in 0..count {
-                let now = SimTime::ZERO + SimDuration::from_nanos(*round * rtt_ns + i * rtt_ns / count);
+                let now = SimTime(*round * rtt_ns + i * rtt_ns / count);
+                rx.on_timestamp(now, SimTime(now.as_nanos().saturating_sub(rtt_ns)));
                 if rx.on_segment(now, *next_seq, Ecn::NotEct, false).0 == AckAction::SendNow {
-                    rx.make_ack(SimTime::ZERO);
+                    rx.make_ack(now);
                     acks += 1;
                 }
                 *next_seq += 1;
@@ -457,27 +459,6 @@ mod tests {
         assert_eq!(acks_per_segment_of_last_rtt(&mut rx, &mut seq, &mut round, &[90, 90]), 1.0);
     }
 
-    /// As `acks_per_segment_of_last_rtt`, for a receiver with Linux's window: each
-    /// segment echoes a timestamp one RTT old, so the receiver knows its RTT.
-    fn acks_per_segment_with_window(rx: &mut TcpReceiver, next_seq: &mut u64, round: &mut u64, per_rtt: &[u64]) -> f64 {
-        let rtt_ns = 20_000_000u64;
-        let mut acks = 0;
-        for &count in per_rtt {
-            *round += 1;
-            acks = 0;
-            for i in 0..count {
-                let now = SimTime(*round * rtt_ns + i * rtt_ns / count);
-                rx.on_timestamp(now, SimTime(now.as_nanos() - rtt_ns));
-                if rx.on_segment(now, *next_seq, Ecn::NotEct, false).0 == AckAction::SendNow {
-                    rx.make_ack(now);
-                    acks += 1;
-                }
-                *next_seq += 1;
-            }
-        }
-        acks as f64 / *per_rtt.last().unwrap() as f64
-    }
-
     #[test]
     fn with_the_window_growing_the_buffer_brings_quick_acks_and_a_steady_one_every_second() {
         let mut rx = TcpReceiver::new(SimDuration::from_millis(20));
@@ -486,10 +467,10 @@ mod tests {
         // Slow start: reads double each RTT, the buffer and clamp grow, rcv_ssthresh
         // follows them two segments per segment, and tcp_grow_window's quick flag ACKs
         // most of them (kernel engine, CUBIC slow start: 360 of 383 ACKed alone).
-        let growing = acks_per_segment_with_window(&mut rx, &mut seq, &mut round, &[20, 40, 80, 160]);
+        let growing = acks_per_segment_of_last_rtt(&mut rx, &mut seq, &mut round, &[20, 40, 80, 160]);
         assert!(growing > 0.8, "{growing}");
         // The same reads every RTT: rcv_ssthresh meets the clamp, every second segment.
-        let steady = acks_per_segment_with_window(&mut rx, &mut seq, &mut round, &[160; 8]);
+        let steady = acks_per_segment_of_last_rtt(&mut rx, &mut seq, &mut round, &[160; 8]);
         assert!((0.45..=0.55).contains(&steady), "{steady}");
     }
 
