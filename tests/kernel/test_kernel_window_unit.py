@@ -11,7 +11,7 @@ WHOLE_FLOW = {
     "bytes_sent": 20_500_000, "data_segments_sent": 14_200, "retrans_segments": 40, "lost_segments": 40,
     "queue_drop_segments": 30, "random_loss_segments": 10, "rto_count": 1, "rtt_min_ms": 20.0, "rtt_mean_ms": 30.0,
     "rtt_p50_ms": 30.0, "rtt_p95_ms": 40.0, "rtt_max_ms": 90.0, "fct_s": None, "completed": False, "ecn": False,
-    "ce_marks_received": 0, "aqm_drop_segments": 0,
+    "ce_marks_received": 0, "aqm_drop_segments": 0, "rwnd_limited_ms": 180.0,
 }  # fmt: skip
 
 
@@ -22,7 +22,8 @@ def test_without_warmup_the_window_is_the_whole_run() -> None:
 
 
 def test_the_window_subtracts_the_counters_at_the_warmup_and_keeps_the_whole_run() -> None:
-    at_warmup = {"bytes_delivered": 5_000_000, "retrans_segments": 25, "random_loss_segments": 4, "rto_count": 1}
+    at_warmup = {"bytes_delivered": 5_000_000, "retrans_segments": 25, "random_loss_segments": 4, "rto_count": 1,
+                 "rwnd_limited_ms": 180.0}  # fmt: skip
     row = window.flow_window(WHOLE_FLOW, warmup_s=5.0, at_warmup=at_warmup, srtt_ms_after=[25.0, 35.0])
     assert row["bytes_delivered"] == 15_000_000
     assert row["goodput_mbps"] == pytest.approx(15_000_000 * 8 / 15 / 1e6)  # over the 15 s after the warm-up
@@ -30,6 +31,8 @@ def test_the_window_subtracts_the_counters_at_the_warmup_and_keeps_the_whole_run
     assert (row["retrans_segments"], row["queue_drop_segments"], row["lost_segments"], row["rto_count"]) == (15, 9, 15, 0)
     assert row["rtt_mean_ms"] == 30.0 and row["rtt_max_ms"] == 35.0
     assert row["whole_run_bytes_delivered"] == 20_000_000 and row["whole_run_rtt_max_ms"] == 90.0
+    # Time held by the receiver's window all came before the warm-up here.
+    assert row["rwnd_limited_ms"] == 0.0 and row["whole_run_rwnd_limited_ms"] == 180.0
 
 
 def test_the_bottleneck_window_reads_only_the_queue_samples_after_the_warmup() -> None:
