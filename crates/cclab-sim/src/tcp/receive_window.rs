@@ -205,7 +205,7 @@ impl ReceiveWindow {
             if rcv_nxt < self.rtt_seq {
                 return;
             }
-            let delta_us = ((now - start).as_nanos() / 1_000).max(1);
+            let delta_us = stamp_us_delta(now, start).max(1);
             self.rcv_rtt_update(delta_us, true);
         }
         self.rtt_seq = rcv_nxt + self.rcv_wnd_bytes / self.mss_bytes;
@@ -263,7 +263,7 @@ impl ReceiveWindow {
         if self.rcv_rtt_us_x8 == 0 {
             return;
         }
-        if (now - self.space_time).as_nanos() / 1_000 < self.rcv_rtt_us() {
+        if stamp_us_delta(now, self.space_time) < self.rcv_rtt_us() {
             return;
         }
         // Nothing stays unread (`inq` = 0).
@@ -325,6 +325,13 @@ impl ReceiveWindow {
         self.rcv_wup = rcv_nxt;
         rcv_nxt + self.rcv_wnd_bytes / self.mss_bytes
     }
+}
+
+/// `tcp_stamp_us_delta`: microseconds from `t0` to `t1`, 0 if `t1` is earlier (the
+/// connection's start is estimated before its first data arrives, and a path that
+/// shortens mid-run brings that data sooner).
+fn stamp_us_delta(t1: SimTime, t0: SimTime) -> u64 {
+    t1.as_nanos().saturating_sub(t0.as_nanos()) / 1_000
 }
 
 /// `tcp_win_from_space`.
