@@ -13,6 +13,10 @@ from kernelcase import make_config, requires_kernel_engine, run_valid
 pytestmark = requires_kernel_engine
 
 DURATION_S = 3
+#: Kernel runs tried before giving up: about one run in ten takes the even mode, where the two
+#: STARTUPs split the link early and the long flow never meets the window (measured here: 0 ms
+#: in 1 of 10 runs, 92-300 ms in the others).
+KERNEL_ATTEMPTS = 3
 
 
 @pytest.fixture(scope="module")
@@ -21,10 +25,20 @@ def bbr_pair_1_to_4() -> dict:
     return make_config([{"cc": "bbr"}, {"cc": "bbr", "extra_rtt_ns": 60_000_000}], duration_ns=DURATION_S * 1_000_000_000)
 
 
+def held_by_the_window(result: dict) -> bool:
+    short, long = result["flows"]
+    return long["rwnd_limited_ms"] > 40 and long["rwnd_limited_ms"] > short["rwnd_limited_ms"]
+
+
 def test_the_long_rtt_flow_waits_for_the_receive_window_on_both_engines(bbr_pair_1_to_4: dict) -> None:
-    for engine, result in (("kernel", run_valid(bbr_pair_1_to_4)), ("sim", json.loads(_sim.run_json(json.dumps(bbr_pair_1_to_4), None)))):
-        short, long = result["flows"]
-        # Kernel engine, three seeds: 152-256 ms for the long flow, 12-28 ms for the short one.
-        assert long["rwnd_limited_ms"] > 40, (engine, long["rwnd_limited_ms"])
-        assert long["rwnd_limited_ms"] > short["rwnd_limited_ms"], engine
-        assert all(0 <= f["rwnd_limited_ms"] <= DURATION_S * 1000 for f in result["flows"]), engine
+    sim = json.loads(_sim.run_json(json.dumps(bbr_pair_1_to_4), None))
+    assert held_by_the_window(sim), [f["rwnd_limited_ms"] for f in sim["flows"]]
+    seen = []
+    for _ in range(KERNEL_ATTEMPTS):
+        kernel = run_valid(bbr_pair_1_to_4)
+        assert all(0 <= f["rwnd_limited_ms"] <= DURATION_S * 1000 for f in kernel["flows"])
+        seen.append([f["rwnd_limited_ms"] for f in kernel["flows"]])
+        if held_by_the_window(kernel):
+            break
+    else:
+        pytest.fail(f"no kernel run held the long flow at the window: {seen}")
