@@ -173,10 +173,6 @@ impl TcpReceiver {
         self.window = Some(window);
     }
 
-    pub fn receive_window(&self) -> Option<&ReceiveWindow> {
-        self.window.as_ref()
-    }
-
     /// A data segment's timestamp echo (`tcp_rcv_rtt_measure_ts`).
     pub fn on_timestamp(&mut self, now: SimTime, tsecr: SimTime) {
         if let Some(w) = &mut self.window {
@@ -246,7 +242,8 @@ impl TcpReceiver {
         }
         let delivered = self.rcv_nxt - before;
         self.segments_delivered += delivered;
-        if delivered > 0 {
+        // The per-RTT stand-in for autotuning, needed only without the window model.
+        if delivered > 0 && self.window.is_none() {
             self.count_for_rcv_space(now, delivered);
         }
 
