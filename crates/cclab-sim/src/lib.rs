@@ -42,7 +42,9 @@ pub use sim::Simulation;
 /// 10: with the window, the receiver's quick ACKs come from `tcp_grow_window` (while
 /// `rcv_ssthresh` can grow) instead of model 4's per-RTT trigger, and two segments are
 /// not ACKed at once when the window would shrink (`__tcp_ack_snd_check`).
-pub const MODEL_VERSION: u32 = 10;
+/// 11: a flow's extra RTT sits wholly on its ACK path, as on the kernel engine; data
+/// reaches the bottleneck undelayed (before, half the extra RTT delayed it).
+pub const MODEL_VERSION: u32 = 11;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

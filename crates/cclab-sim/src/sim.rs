@@ -1,8 +1,12 @@
 //! The dumbbell: per-flow access links into one tbf-like bottleneck, a shared
 //! link to the receivers, and an uncongested ACK path per flow.
 //!
-//! The base RTT is split as: access link extra_rtt/2, bottleneck to receivers
-//! rtt/2, ACK path rtt/2 + extra_rtt/2. A flow starts with a handshake: its
+//! The base RTT is split as: bottleneck to receivers rtt/2, ACK path rtt/2 +
+//! extra_rtt. Nothing delays data before the bottleneck, as on the kernel engine
+//! (its delay line and netem sit on the router's egress towards each sender, the
+//! ACK direction): a flow's extra RTT must not shift when its data reaches the
+//! shared queue, or a long-RTT flow's slow start meets another flow's queue
+//! later than on Linux (HyStart then ends it at half the window). A flow starts with a handshake: its
 //! data begins one RTT after its start time, as on a real host. Random loss sits at the bottleneck's
 //! ingress, before the queue (where netem sits on the seeds' routers).
 
@@ -51,7 +55,6 @@ pub struct Flow {
     access: Pipe<DataPacket>,
     acks: Pipe<AckPacket>,
     access_free_at: SimTime,
-    access_prop: SimDuration,
     ack_prop: SimDuration,
     pub start: SimTime,
     pub started: bool,
@@ -138,15 +141,13 @@ impl Simulation {
             sender.tcp.ecn_ok = f.ecn;
             let mut receiver = TcpReceiver::new(SimDuration(b.rtt_ns + f.extra_rtt_ns));
             receiver.ecn_ok = f.ecn;
-            let extra_half = SimDuration(f.extra_rtt_ns / 2);
             flows.push(Flow {
                 sender,
                 receiver,
                 access: Pipe::default(),
                 acks: Pipe::default(),
                 access_free_at: SimTime::ZERO,
-                access_prop: extra_half,
-                ack_prop: half_rtt + SimDuration(f.extra_rtt_ns - extra_half.as_nanos()),
+                ack_prop: half_rtt + SimDuration(f.extra_rtt_ns),
                 start: SimTime(f.start_ns),
                 started: false,
                 syn_rtt: SimDuration::ZERO,
@@ -323,7 +324,7 @@ impl Simulation {
                 self.drain_bottleneck();
                 let flow = &mut self.flows[i as usize];
                 flow.started = true;
-                let syn_rtt = flow.access_prop + queueing + self.egress_prop + flow.ack_prop;
+                let syn_rtt = queueing + self.egress_prop + flow.ack_prop;
                 flow.syn_rtt = syn_rtt;
                 self.queue.schedule(now + syn_rtt, Event::FlowEstablished(i));
             }
@@ -332,7 +333,7 @@ impl Simulation {
                 if self.config.receive_window_autotuning && self.config.flows[i as usize].rwnd_bytes.is_none() {
                     // The receiver's socket is set up when the handshake's last ACK
                     // arrives; the first data echoes the SYN-ACK's timestamp.
-                    let window = ReceiveWindow::new(MSS_BYTES as u64, KERNEL_SEGMENT_TRUESIZE_BYTES, now + flow.access_prop + self.egress_prop);
+                    let window = ReceiveWindow::new(MSS_BYTES as u64, KERNEL_SEGMENT_TRUESIZE_BYTES, now + self.egress_prop);
                     flow.sender.set_peer_window(window.initial_window_end(), SimTime(now.as_nanos().saturating_sub(flow.ack_prop.as_nanos())));
                     flow.receiver.use_receive_window(window);
                 }
@@ -428,7 +429,7 @@ impl Simulation {
             let half_rtt = SimDuration(rtt_ns / 2);
             self.egress_prop = half_rtt;
             for (flow, cfg) in self.flows.iter_mut().zip(&self.config.flows) {
-                flow.ack_prop = half_rtt + SimDuration(cfg.extra_rtt_ns - cfg.extra_rtt_ns / 2);
+                flow.ack_prop = half_rtt + SimDuration(cfg.extra_rtt_ns);
             }
         }
         if let Some(p) = change.loss_probability {
@@ -444,8 +445,8 @@ impl Simulation {
             let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq, ecn: tx.ecn, cwr: tx.cwr, tsecr: flow.sender.ts_recent() };
             let departure = now.max(flow.access_free_at) + self.access_rate.transmit_time(pkt.frame_bytes() as u64);
             flow.access_free_at = departure;
-            if flow.access.push(departure + flow.access_prop, pkt) {
-                self.queue.schedule(departure + flow.access_prop, Event::PipeHead(PipeId::Access(flow_idx)));
+            if flow.access.push(departure, pkt) {
+                self.queue.schedule(departure, Event::PipeHead(PipeId::Access(flow_idx)));
             }
             self.data_packets += 1;
         }

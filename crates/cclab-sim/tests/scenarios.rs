@@ -109,6 +109,29 @@ fn cubic_hystart_ends_slow_start_on_an_ack_train_before_a_one_bdp_buffer_overflo
 }
 
 #[test]
+fn a_40_ms_cubic_flow_leaves_slow_start_by_hystart_at_the_window_linux_leaves_it() {
+    // Kernel engine, 2 CUBIC at 20 and 40 ms over 50 Mbit/s and 1 BDP, five runs: the
+    // 40 ms flow left slow start with nothing lost, at 47-57 packets (first 50 ms sample
+    // after the exit), because the 20 ms flow's queue raised its RTT past HyStart's
+    // delay threshold. With half its extra RTT before the bottleneck (model 10), its
+    // data met that queue 10 ms earlier and it left at 28, a round too soon.
+    for seed in 1..=3 {
+        let mut long = flow(1, "cubic");
+        long.extra_rtt_ns = 20 * MS;
+        let mut cfg = config(50, 20, bdp_bytes(50, 20), 0.0, 1, vec![flow(0, "cubic"), long]);
+        cfg.seed = seed;
+        cfg.flow_sample_interval_ns = 5 * MS;
+        let r = run_checked(cfg);
+        let s = &r.flow_series;
+        let long_samples: Vec<usize> = (0..s.time_s.len()).filter(|&i| s.flow_id[i] == 1).collect();
+        let exit = *long_samples.iter().find(|&&i| s.cc_mode[i] == "congestion_avoidance").expect("left slow start");
+        let lost_before: u64 = long_samples.iter().filter(|&&i| i <= exit).map(|&i| s.retrans_segments[i]).sum();
+        assert_eq!(lost_before, 0, "seed {seed}: left slow start by a loss");
+        assert!((40..=64).contains(&s.cwnd_pkts[exit]), "seed {seed}: left slow start at {} packets", s.cwnd_pkts[exit]);
+    }
+}
+
+#[test]
 fn a_bbr_flow_with_a_60_ms_rtt_takes_about_half_of_a_one_bdp_link_from_a_20_ms_one_as_on_linux() {
     // Kernel engine: 23.8 and 23.5 Mbit/s over 20 s. There iperf3 opens each data
     // connection about two RTTs after launch (control connection first), so its data
