@@ -33,6 +33,10 @@ pub const HYSTART_LOW_WINDOW_PKTS: u32 = 16;
 pub const HYSTART_ACK_DELTA_US: u64 = 2_000;
 /// `hystart_ack_delay` caps its TSO/GRO cushion at 1 ms (`USEC_PER_MSEC`).
 pub const HYSTART_ACK_DELAY_CAP_US: u64 = 1_000;
+/// A veth's `gso_ipv4_max_size` (`GSO_LEGACY_MAX_SIZE`), which `sk_dst_gso_max_size`
+/// hands TCP less `MAX_TCP_HEADER + 1` bytes of header room; the room (a few hundred
+/// bytes, by kernel config) is left out: it moves the cushion only above the cap.
+pub const TCP_GSO_MAX_SIZE_BYTES: u32 = 65_536;
 
 /// The module parameters `hystart_detect`, `hystart_low_window`,
 /// `hystart_ack_delta_us`, plus the socket's GSO size used by `hystart_ack_delay`.
@@ -44,10 +48,11 @@ pub struct HystartParams {
     pub delay: bool,
     pub low_window_pkts: u32,
     pub ack_delta_us: u64,
-    /// `sk->sk_gso_max_size`. Linux takes it from the device (64 KiB with GSO
-    /// on). Default 0: the simulator sends one segment per packet and the
-    /// kernel testbed turns GSO off, so there is no aggregation delay to
-    /// cushion and `hystart_ack_delay` is 0.
+    /// `sk->sk_gso_max_size`. Default [`TCP_GSO_MAX_SIZE_BYTES`]: `sk_setup_caps`
+    /// sets `NETIF_F_GSO` on every TCP socket whatever the device offers, so the
+    /// size comes from the device even with GSO off there (the kernel engine's
+    /// senders), and `hystart_ack_delay` is its 1 ms cap below about 2 Gbit/s.
+    /// 0 turns the cushion off.
     pub gso_max_size_bytes: u32,
 }
 
@@ -58,7 +63,7 @@ impl Default for HystartParams {
             delay: true,
             low_window_pkts: HYSTART_LOW_WINDOW_PKTS,
             ack_delta_us: HYSTART_ACK_DELTA_US,
-            gso_max_size_bytes: 0,
+            gso_max_size_bytes: TCP_GSO_MAX_SIZE_BYTES,
         }
     }
 }
@@ -237,6 +242,29 @@ mod tests {
         assert_eq!(hs.exit(), None);
         hs.on_rtt_sample(&mut tcp, 150_000, 100_000);
         assert_eq!(hs.exit(), Some(HystartExit::DelayIncrease));
+    }
+
+    #[test]
+    fn a_paced_rate_adds_the_gso_cushion_to_the_ack_train_threshold() {
+        // tcp_update_pacing_rate gives CUBIC a rate, so hystart_ack_delay is its 1 ms cap:
+        // delay_min 20 ms, threshold (20 + 1) / 2 = 10.5 ms. A train of ACKs 0.5 ms apart
+        // ends slow start after 10.5 ms, not after 10.
+        let exit_after_us = |rate_bytes_per_sec: u64| {
+            let mut tcp = slow_start_state(32);
+            tcp.pacing_rate_bytes_per_sec = rate_bytes_per_sec;
+            let mut hs = Hystart::new(HystartParams { delay: false, ..Default::default() });
+            hs.restart(&tcp);
+            for step in 1..=40u64 {
+                tcp.now = SimTime::ZERO + SimDuration::from_micros(500 * step);
+                hs.on_rtt_sample(&mut tcp, 20_000, 20_000);
+                if hs.exit().is_some() {
+                    return 500 * step;
+                }
+            }
+            panic!("no exit")
+        };
+        assert_eq!(exit_after_us(u64::MAX), 10_500, "no rate yet: no cushion, first ACK past 10 ms");
+        assert_eq!(exit_after_us(12_500_000), 11_000, "100 Mbit/s: 1 ms cushion, first ACK past 10.5 ms");
     }
 
     #[test]

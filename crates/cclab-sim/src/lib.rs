@@ -43,7 +43,9 @@ pub use sim::Simulation;
 /// `rcv_ssthresh` can grow) instead of model 4's per-RTT trigger, and two segments are
 /// not ACKed at once when the window would shrink (`__tcp_ack_snd_check`).
 /// 11: a flow's extra RTT sits wholly on its ACK path, as on the kernel engine; data
-/// reaches the bottleneck undelayed (before, half the extra RTT delayed it).
+/// reaches the bottleneck undelayed (before, half the extra RTT delayed it). Unpaced
+/// senders keep `tcp_update_pacing_rate`'s rate, and HyStart's ACK-train threshold gets
+/// `hystart_ack_delay`'s cushion from it (TCP always has a GSO size).
 pub const MODEL_VERSION: u32 = 11;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.

@@ -297,6 +297,8 @@ impl TcpSender {
         self.rtt.on_sample(syn_rtt, self.tcp.snd_una, self.tcp.snd_nxt);
         self.sync_state(now);
         self.cc.init(&mut self.tcp);
+        // The SYN-ACK's tcp_ack ends in tcp_cong_control, which sets the first rate.
+        self.update_unpaced_pacing_rate();
         self.note_mode(now);
         self.transmit(now, queue, out);
     }
@@ -431,6 +433,7 @@ impl TcpSender {
             self.cc.cong_avoid(&mut self.tcp, cum_ack, newly_delivered);
         }
         self.tcp.snd_cwnd = self.tcp.snd_cwnd.clamp(1, self.tcp.snd_cwnd_clamp);
+        self.update_unpaced_pacing_rate();
 
         if set_xmit_timer {
             self.set_xmit_timer(now, queue);

@@ -86,27 +86,30 @@ impl TcpSender {
         None
     }
 
-    /// The rate `tcp_tso_autosize` sizes skbs by (`sk_pacing_rate`): the CC's pacing rate
-    /// for a paced sender; otherwise what `tcp_update_pacing_rate` sets, 200% (slow start,
-    /// cwnd under half of ssthresh) or 120% of max(cwnd, packets out) per srtt.
-    fn skb_sizing_rate_bytes_per_sec(&self) -> u64 {
+    /// `tcp_update_pacing_rate`, which `tcp_cong_control` runs at the end of every ACK for
+    /// a CC without `cong_control` (CUBIC, Reno): `sk_pacing_rate` = 200% (slow start,
+    /// cwnd under half of ssthresh) or 120% of max(cwnd, packets out) per srtt. Nothing
+    /// paces by it without fq, but `tcp_tso_autosize` sizes skbs by it and HyStart's
+    /// `hystart_ack_delay` reads it. Paced CCs set their own rate.
+    pub(super) fn update_unpaced_pacing_rate(&mut self) {
         if self.pacing {
-            return self.tcp.pacing_rate_bytes_per_sec;
+            return;
         }
         let srtt_us = self.rtt.srtt().as_micros();
         if srtt_us == 0 {
-            return u64::MAX;
+            return; // sock_init_data's ~0: no rate yet
         }
         let ratio_pct = if self.tcp.snd_cwnd < self.tcp.snd_ssthresh / 2 { PACING_SS_RATIO_PCT } else { PACING_CA_RATIO_PCT };
         let window_bytes = (self.tcp.snd_cwnd as u64).max(self.packets_out()) * self.tcp.mss_bytes as u64;
-        window_bytes * ratio_pct * 10_000 / srtt_us
+        self.tcp.pacing_rate_bytes_per_sec = window_bytes * ratio_pct * 10_000 / srtt_us;
     }
 
     /// `tcp_tso_segs`: segments per GSO skb, ~1 ms at the skb-sizing rate
     /// (`tcp_tso_autosize`), at least the CC's `min_tso_segs` (BBR's hook, else
     /// `tcp_min_tso_segs`).
     pub(super) fn tso_segs(&self) -> u32 {
-        let rate = self.skb_sizing_rate_bytes_per_sec();
+        // `sk_pacing_rate`: the CC's for a paced sender, else tcp_update_pacing_rate's.
+        let rate = self.tcp.pacing_rate_bytes_per_sec;
         if rate == u64::MAX {
             return if self.pacing { 1 } else { TCP_MIN_TSO_SEGS };
         }
@@ -397,15 +400,21 @@ mod tests {
     #[test]
     fn an_unpaced_sender_sizes_skbs_by_the_pacing_rate_linux_sets_for_it() {
         let (mut s, _, _) = unpaced_sender();
+        // After the handshake: 200% of 10 x 1448 B per 20 ms.
+        assert_eq!(s.tcp.pacing_rate_bytes_per_sec, 1_448_000);
         // Slow start, 200%: 2 x 64 x 1448 B / 20 ms = 9.27 MB/s, 9050 B per ms: 6 segments.
         s.tcp.snd_cwnd = 64;
+        s.update_unpaced_pacing_rate();
+        assert_eq!(s.tcp.pacing_rate_bytes_per_sec, 9_267_200);
         assert_eq!(s.tso_segs(), 6);
         // Congestion avoidance, 120%: 1.2 x 130 x 1448 B / 20 ms, 11_029 B per ms: 7.
         s.tcp.snd_ssthresh = 100;
         s.tcp.snd_cwnd = 130;
+        s.update_unpaced_pacing_rate();
         assert_eq!(s.tso_segs(), 7);
         // Small windows: tcp_min_tso_segs.
         s.tcp.snd_cwnd = 10;
+        s.update_unpaced_pacing_rate();
         assert_eq!(s.tso_segs(), 2);
     }
 
