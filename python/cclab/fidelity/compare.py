@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from cclab.fidelity.sets import Case, ValidationSet
+from cclab.fidelity.spread import spread_test
 from cclab.results import RunResult
 
 # Acceptance thresholds of issue 6 ("Done when").
@@ -54,6 +55,11 @@ STEADY_MIN_DURATION_S = 20.0
 SHARE_MAX_ERROR_PTS = 5.0
 SPREAD_MAX_FACTOR = 2.0
 SPREAD_MIN_REPETITIONS = 3
+# A case's spreads differ when the permutation test (fidelity/spread.py) rejects one shared
+# spread at this level; with many cases a few do by chance, so the set passes when at most
+# SPREAD_MAX_DIFFERING_SHARE of its cases differ.
+SPREAD_TEST_LEVEL = 0.05
+SPREAD_MAX_DIFFERING_SHARE = 0.10
 
 
 @dataclass
@@ -101,6 +107,11 @@ class CaseComparison:
     # each group's goodput, averaged over groups.
     sim_spread_mbps: float | None = None
     kernel_spread_mbps: float | None = None
+    # The same cases: the permutation test of one shared spread (fidelity/spread.py), and
+    # the chance that a simulator with the kernel's spread lands within SPREAD_MAX_FACTOR.
+    spread_p_value: float | None = None
+    spread_min_p_value: float | None = None  # the smallest p these run counts allow
+    spread_null_within_share: float | None = None
     held_out: bool = False  # not looked at while fixing the simulator (issue 15)
 
     @property
@@ -291,6 +302,10 @@ def compare_case(case: Case, sims: Sequence[RunResult], kernels: Sequence[RunRes
     if len(sims) >= SPREAD_MIN_REPETITIONS and len(kernels) >= SPREAD_MIN_REPETITIONS:
         comparison.sim_spread_mbps = _mean_iqr(sim_runs)
         comparison.kernel_spread_mbps = _mean_iqr(kernel_runs)
+        test = spread_test(sim_runs, kernel_runs, SPREAD_MAX_FACTOR)
+        comparison.spread_p_value = test.p_value
+        comparison.spread_min_p_value = test.min_p_value
+        comparison.spread_null_within_share = test.null_within_share
     duration_s = float(first.spec.get("duration_ns", 0)) / 1e9
     if duration_s >= STEADY_MIN_DURATION_S:
         from_s = duration_s / 2
@@ -394,6 +409,9 @@ class SetSummary:
     share_max_error_pts: float = float("nan")
     spread_cases: int = 0  # cases with enough repetitions on both engines
     spread_within_share: float = float("nan")
+    spread_null_within_share: float = float("nan")  # what a simulator with the kernel's spread would expect
+    spread_tested_cases: int = 0  # of those, with runs enough for the permutation test to reject
+    spread_differing_cases: int = 0  # the permutation test rejects one shared spread
     # The same figures over the cases held out from tuning (issue 15), when the set has any.
     held_out_cases: int = 0
     held_out_goodput_median_error: float = float("nan")
@@ -443,8 +461,17 @@ class SetSummary:
             ),
             (
                 f"run-to-run spread (IQR) within {SPREAD_MAX_FACTOR:g}x of the kernel's (cases of {SPREAD_MIN_REPETITIONS}+ runs)",
-                f"{self.spread_within_share:.0%} of {self.spread_cases}" if self.spread_cases else "no such case",
+                f"{self.spread_within_share:.0%} of {self.spread_cases} (a simulator with the kernel's spread: about "
+                f"{self.spread_null_within_share:.0%} at these run counts)"
+                if self.spread_cases
+                else "no such case",
                 self.spread_within_share == 1.0 if self.spread_cases else None,
+            ),
+            (
+                f"run-to-run spread not distinguishable from the kernel's (permutation test at {SPREAD_TEST_LEVEL:.0%}) "
+                f"in >= {1 - SPREAD_MAX_DIFFERING_SHARE:.0%} of cases of {SPREAD_MIN_REPETITIONS}+ runs",
+                f"{self.spread_differing_cases} of {self.spread_tested_cases} differ" if self.spread_tested_cases else "no case with runs enough",
+                self.spread_differing_cases <= SPREAD_MAX_DIFFERING_SHARE * self.spread_tested_cases if self.spread_tested_cases else None,
             ),
         ]
 
@@ -466,6 +493,8 @@ def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
     steady = [c for c in comparisons if c.steady_goodput_error is not None]
     shares = [c.share_error_pts for c in comparisons if c.share_error_pts is not None]
     spreads = [c.spread_within_factor for c in comparisons if c.spread_within_factor is not None]
+    # Cases whose run counts let the test reject at all.
+    spread_tests = [c for c in comparisons if c.spread_p_value is not None and c.spread_min_p_value < SPREAD_TEST_LEVEL]
     held = [c for c in comparisons if c.held_out]
     held_errors = np.array([c.goodput_error for c in held], dtype=float)
     held_shares = [c.share_error_pts <= SHARE_MAX_ERROR_PTS for c in held if c.share_error_pts is not None]
@@ -491,6 +520,11 @@ def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
         share_max_error_pts=float(max(shares)) if shares else float("nan"),
         spread_cases=len(spreads),
         spread_within_share=float(np.mean(spreads)) if spreads else float("nan"),
+        spread_null_within_share=float(np.mean([c.spread_null_within_share for c in comparisons if c.spread_null_within_share is not None]))
+        if spreads
+        else float("nan"),
+        spread_tested_cases=len(spread_tests),
+        spread_differing_cases=sum(c.spread_p_value < SPREAD_TEST_LEVEL for c in spread_tests),
         held_out_cases=len(held),
         held_out_goodput_median_error=float(np.median(held_errors)) if len(held_errors) else float("nan"),
         held_out_goodput_p90_error=float(np.percentile(held_errors, 90)) if len(held_errors) else float("nan"),

@@ -92,14 +92,18 @@ def write_report(report: ValidationReport, shown: dict[str, dict[str, RunResult]
             "",
             "The largest difference between the engines in a flow group's share of the link (flows of one CC, "
             "gain and RTT; each engine's median over its runs), and the run-to-run spread: the interquartile "
-            "range across runs of each group's goodput, averaged over groups. Held-out cases were not looked at "
+            "range across runs of each group's goodput, averaged over groups. p is the permutation test of one "
+            "shared spread (below 0.05: the spreads differ); \"2x by chance\" is how often a simulator with the "
+            "kernel's spread would land within 2x at these run counts. Held-out cases were not looked at "
             "while fixing the simulator.",
             "",
             markdown_table(
-                ["case", "share error (points)", "spread sim / kernel (Mbit/s)", "held out"],
+                ["case", "share error (points)", "spread sim / kernel (Mbit/s)", "p", "2x by chance", "held out"],
                 [
                     (c.case, "–" if c.share_error_pts is None else f"{c.share_error_pts:.1f}",
                      "–" if c.sim_spread_mbps is None else f"{fmt(c.sim_spread_mbps, 2)} / {fmt(c.kernel_spread_mbps, 2)}",
+                     "–" if c.spread_p_value is None else f"{c.spread_p_value:.2f}",
+                     "–" if c.spread_null_within_share is None else f"{c.spread_null_within_share:.0%}",
                      "yes" if c.held_out else "")
                     for c in shared
                 ],
