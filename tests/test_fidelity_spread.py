@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from cclab.fidelity import compare
+from cclab.fidelity.runner import _plan, with_repetitions
+from cclab.fidelity.sets import get_set
 from cclab.fidelity.spread import spread_test
+from conftest import run_cli
 
 
 def _runs(*groups: list[float]) -> pd.DataFrame:
@@ -74,3 +79,26 @@ def test_validate_counts_only_cases_whose_run_counts_let_the_test_reject() -> No
     assert summary.spread_null_within_share == pytest.approx(0.5)
     criterion = next(c for c in summary.criteria() if c[0].startswith("run-to-run spread not distinguishable"))
     assert criterion[1] == "1 of 2 differ" and criterion[2] is False
+
+
+def test_more_repetitions_extend_only_the_repetition_cases_and_reuse_their_first_runs() -> None:
+    for name in ("rtt", "default"):
+        base = get_set(name)
+        more = with_repetitions(base, 10)
+        for before, after in zip(base.cases, more.cases, strict=True):
+            expected = 10 if before.repetitions >= compare.SPREAD_MIN_REPETITIONS else before.repetitions
+            assert after.repetitions == expected, after.name
+    rtt = get_set("rtt")
+    first, extended = _plan(rtt.cases, "kernel"), _plan(with_repetitions(rtt, 10).cases, "kernel")
+    for case in rtt.cases:
+        keys = [spec.run_key for spec in extended[case.name]]
+        assert keys[: case.repetitions] == [spec.run_key for spec in first[case.name]]
+        assert len(set(keys)) == 10  # each further run its own seed
+
+
+def test_validate_refuses_fewer_than_one_repetition_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "v"
+    result = run_cli("validate", "--set", "quick", "--repetitions", "0", "--out", out)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["error: --repetitions 0: must be at least 1"]
+    assert not out.exists()

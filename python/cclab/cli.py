@@ -145,6 +145,7 @@ def validate(
     set_name: Annotated[str, typer.Option("--set", help="validation set: default (37 cases, ~20 min) | bbr23 (BBRv2/v3, ~6 min) | aqm (queue disciplines and ECN, ~6 min) | rtt (different RTTs, starved flows, high BDP; 5 runs each, ~25 min) | all | quick (3 cases)")] = "default",
     out: Annotated[Path | None, typer.Option("--out", help="output folder [default: out/validate-<set>]; finished runs there are reused")] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", help="parallel simulator runs [default: all CPUs]; kernel runs go one at a time")] = None,
+    repetitions: Annotated[int | None, typer.Option("--repetitions", help="at least this many runs an engine for the cases that compare medians and spreads (5 in the rtt set; 10 or more give the spread test power); finished runs are reused")] = None,
     executor: ExecutorOption = "local",
     address: AddressOption = None,
 ) -> None:
@@ -157,7 +158,7 @@ def validate(
 
     try:
         with use_executor(_executor_choice(executor, address, jobs)):
-            report = run_validation(set_name, out if out is not None else Path("out") / f"validate-{set_name}", jobs=jobs)
+            report = run_validation(set_name, out if out is not None else Path("out") / f"validate-{set_name}", jobs=jobs, repetitions=repetitions)
         page = write_report(report.out_dir)
     except CclabError as error:
         _fail(error)

@@ -40,7 +40,9 @@ def write_report(report: ValidationReport, shown: dict[str, dict[str, RunResult]
         f"# Fidelity: validation set `{report.set.name}`, simulator against kernel",
         "",
         f"{report.set.description}. {len(report.set.cases)} cases; {summary.cases} compared; "
-        f"{report.wall_s:.0f} s wall for this call (finished runs are reused).",
+        f"{report.wall_s:.0f} s wall for this call (finished runs are reused). Each simulator run starts its "
+        "flows as late, relative to each other, as its kernel twin's data SYNs left (iperf3's launches are a few "
+        "ms late, more so for a client launched while another starts up).",
         "",
         "## Figures of merit",
         "",

@@ -14,31 +14,81 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import replace
 
 from pathlib import Path
 
 import pandas as pd
 
 from cclab.errors import CclabError, SpecError
-from cclab.fidelity.compare import CaseComparison, ValidationReport, compare_case, summarize
+from cclab.fidelity.compare import SPREAD_MIN_REPETITIONS, CaseComparison, ValidationReport, compare_case, summarize
 from cclab.fidelity.report import write_report
 from cclab.fidelity.sets import Case, ValidationSet, get_set
 from cclab.results import RunResult
+from cclab.spec import Scenario
 from cclab.sweep import Expansion, RunSpec, default_jobs, run_key, run_planned
 
-ENGINES = ("sim", "kernel")
+# The kernel runs first: each simulator run starts its flows when its kernel twin's did.
+ENGINES = ("kernel", "sim")
 
 
-def _plan(cases: list[Case], engine: str) -> dict[str, list[RunSpec]]:
-    """Each case's runs on `engine`: one per repetition, seeds counting up from the case's."""
+def _plan(cases: list[Case], engine: str, kernel_starts: dict[str, list[list[float] | None]] | None = None) -> dict[str, list[RunSpec]]:
+    """Each case's runs on `engine`: one per repetition, seeds counting up from the case's.
+    `kernel_starts`: per case and repetition, how late each flow started on the kernel."""
     planned = {}
     for case in cases:
         base = case.scenario()
         planned[case.name] = []
         for repetition in range(case.repetitions):
             scenario = base.model_copy(update={"seed": base.seed + repetition})
+            lateness = (kernel_starts or {}).get(case.name, [])
+            if repetition < len(lateness) and lateness[repetition]:
+                scenario = with_start_lateness(scenario, lateness[repetition])
             planned[case.name].append(RunSpec(run_key(scenario.resolve(), engine), scenario, {"case": case.name}, repetition, engine))
     return planned
+
+
+def kernel_start_lateness_s(run_dir: Path) -> list[float] | None:
+    """How much later than the earliest flow each flow's data SYN left on a kernel run,
+    against when it was aimed (a bulk flow's one path RTT before its start, a finite
+    flow's at it); None without the record. iperf3 clients launched while another starts
+    up are late by a few ms (measured: p90 2.7 ms between flows of one RTT; a 20 ms flow
+    launched after a 40 or 80 ms one 0.4-12 ms), enough to move who meets whose queue."""
+    try:
+        result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
+        config = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    starts = (result.get("provenance") or {}).get("flow_starts") or []
+    flows = config.get("flows") or []
+    if len(starts) != len(flows) or any(s.get("data_syn_s") is None for s in starts):
+        return None
+    rtt_ns = config["bottleneck"]["rtt_ns"]
+    late = []
+    for start, flow in zip(starts, flows, strict=True):
+        aimed_s = flow["start_ns"] / 1e9 - (0.0 if flow.get("size_bytes") else (rtt_ns + flow["extra_rtt_ns"]) / 1e9)
+        late.append(start["data_syn_s"] - aimed_s)
+    earliest = min(late)
+    return [round(x - earliest, 6) for x in late]
+
+
+def with_start_lateness(scenario: Scenario, lateness_s: list[float]) -> Scenario:
+    """The scenario with each flow (entries with a count split into single flows, in the
+    order `resolve` numbers them) starting `lateness_s[flow_id]` later."""
+    single = [entry.model_copy(update={"count": 1}) for entry in scenario.flows for _ in range(entry.count)]
+    if len(single) != len(lateness_s):
+        return scenario
+    flows = [f.model_copy(update={"start_s": f.start_s + late}) for f, late in zip(single, lateness_s, strict=True)]
+    return scenario.model_copy(update={"flows": flows})
+
+
+def with_repetitions(validation_set: ValidationSet, repetitions: int) -> ValidationSet:
+    """The set with each repetition case (SPREAD_MIN_REPETITIONS runs or more) run at least `repetitions` times."""
+    cases = [
+        replace(case, repetitions=max(case.repetitions, repetitions)) if case.repetitions >= SPREAD_MIN_REPETITIONS else case
+        for case in validation_set.cases
+    ]
+    return replace(validation_set, cases=cases)
 
 
 def _progress(line: str) -> None:
@@ -52,14 +102,21 @@ def run_validation(
     jobs: int | None = None,
     progress: bool = True,
     retry_invalid: bool = True,
+    repetitions: int | None = None,
 ) -> ValidationReport:
+    """`repetitions`: at least this many runs an engine for the cases that compare medians
+    and spreads (those of SPREAD_MIN_REPETITIONS runs or more); their first runs are reused."""
     from cclab.store import finished_runs
 
     started = time.perf_counter()
     validation_set = get_set(set_name)
+    if repetitions is not None:
+        if repetitions < 1:
+            raise SpecError(f"--repetitions {repetitions}: must be at least 1")
+        validation_set = with_repetitions(validation_set, repetitions)
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecError(f"--out {out_dir}: exists and is not a directory")
-    plans = {engine: _plan(validation_set.cases, engine) for engine in ENGINES}
+    plans = {"kernel": _plan(validation_set.cases, "kernel")}
     # Check the kernel side before the simulator's runs: no root or no tc fails here.
     # On a cluster the kernel runs go to other hosts, which check themselves.
     from cclab.engines.kernel.preflight import preflight
@@ -81,8 +138,7 @@ def run_validation(
         current_executor().preflight(kernel=True)
     # A case the kernel engine refuses here (e.g. a CC this kernel lacks) is left out, with why.
     for name in refused:
-        for engine in ENGINES:
-            plans[engine].pop(name)
+        plans["kernel"].pop(name)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "set.json").write_text(
         json.dumps({"set": validation_set.name, "cases": [{"name": c.name, "regime": c.regime, "pair": c.pair, "spec": c.spec} for c in validation_set.cases]}, indent=2)
@@ -90,6 +146,16 @@ def run_validation(
         encoding="utf-8",
     )
     for engine in ENGINES:
+        if engine == "sim":
+            # Each simulator run starts its flows as late, relative to each other, as its
+            # kernel twin's did: the comparison is then of the engines, not of the launches.
+            finished_kernel = finished_runs(out_dir)
+            kernel_starts = {
+                name: [kernel_start_lateness_s(finished_kernel[spec.run_key]) if spec.run_key in finished_kernel else None for spec in specs]
+                for name, specs in plans["kernel"].items()
+            }
+            cases = [case for case in validation_set.cases if case.name not in refused]
+            plans["sim"] = _plan(cases, "sim", kernel_starts)
         engine_jobs = jobs if jobs is not None and engine == "sim" else default_jobs(engine)
         expansion = Expansion(runs=[spec for specs in plans[engine].values() for spec in specs])
         if progress:
