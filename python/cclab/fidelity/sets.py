@@ -237,7 +237,7 @@ def rtt_set() -> ValidationSet:
     for cc in ("bbr", "cubic"):
         cases.append(Case(f"{cc}-300M-100ms-1bdp", "high-bdp", _spec(flows=[{"cc": cc}], rate_mbps=300, rtt_ms=100, buffer="1bdp", duration_s=20), **reps))
     cases = [replace(c, held_out=i % 2 == 1) for i, c in enumerate(cases)]
-    return ValidationSet("rtt", f"flows with different RTTs, starved flows in mixed pairs, high-BDP single flows; medians and spreads over {RTT_SET_REPETITIONS} runs", cases)
+    return ValidationSet("rtt", f"flows with different RTTs, starved flows in mixed pairs, high-BDP single flows; medians and spreads over {RTT_SET_REPETITIONS} runs each (or --repetitions)", cases)
 
 
 def all_set() -> ValidationSet:
