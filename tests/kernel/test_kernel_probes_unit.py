@@ -41,3 +41,16 @@ def test_rwnd_limited_time_is_read_from_its_tcp_info_field() -> None:
     assert probes.parse_tcp_info(bytes(info))["rwnd_limited_us"] == 152_000
     # An older kernel's shorter struct has no such field.
     assert probes.parse_tcp_info(bytes(info[:168]))["rwnd_limited_us"] == 0
+
+
+def test_the_pacing_rate_is_none_until_an_ack_sets_it() -> None:
+    def sample(rate_bytes_per_sec: int) -> probes.TcpSample:
+        return probes.TcpSample(
+            cc="cubic", ca_state=0, cwnd_pkts=10, ssthresh_pkts=0, srtt_us=0, min_rtt_us=0,
+            unacked_pkts=0, lost_pkts=0, retrans_pkts_now=0, total_retrans=0, pacing_rate_Bps=rate_bytes_per_sec,
+            delivery_rate_Bps=0, bytes_acked=0, bytes_sent=0, bytes_retrans=0, data_segs_out=0, total_rto=None,
+        )  # fmt: skip
+
+    # tcp_get_info reports sock_init_data's ~0UL as ~0ULL; CUBIC gets tcp_update_pacing_rate's.
+    assert sample(2**64 - 1).pacing_rate_mbps is None
+    assert sample(6_250_000).pacing_rate_mbps == 50.0

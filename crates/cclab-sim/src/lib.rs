@@ -45,7 +45,8 @@ pub use sim::Simulation;
 /// 11: a flow's extra RTT sits wholly on its ACK path, as on the kernel engine; data
 /// reaches the bottleneck undelayed (before, half the extra RTT delayed it). Unpaced
 /// senders keep `tcp_update_pacing_rate`'s rate, and HyStart's ACK-train threshold gets
-/// `hystart_ack_delay`'s cushion from it (TCP always has a GSO size).
+/// `hystart_ack_delay`'s cushion from it (TCP always has a GSO size); flow series report
+/// that rate for them, as tcpi_pacing_rate does.
 pub const MODEL_VERSION: u32 = 11;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.

@@ -556,8 +556,10 @@ impl Simulation {
             fs.flow_id.push(s.flow_id);
             fs.throughput_mbps.push((delivered - flow.sampled_delivered_bytes) as f64 * 8.0 / interval_s / 1e6);
             fs.cwnd_pkts.push(s.tcp.snd_cwnd);
+            // sk_pacing_rate, as tcpi_pacing_rate reports it: the CC's for BBR, tcp_update_pacing_rate's
+            // for CUBIC and Reno; none before the first one is set.
             fs.pacing_rate_mbps.push(
-                (s.pacing_enabled() && s.tcp.pacing_rate_bytes_per_sec != u64::MAX).then(|| s.tcp.pacing_rate_bytes_per_sec as f64 * 8.0 / 1e6),
+                (s.tcp.pacing_rate_bytes_per_sec != u64::MAX).then(|| s.tcp.pacing_rate_bytes_per_sec as f64 * 8.0 / 1e6),
             );
             fs.srtt_ms.push(s.srtt().as_nanos() as f64 / 1e6);
             fs.inflight_pkts.push(s.in_flight());

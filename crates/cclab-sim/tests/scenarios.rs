@@ -132,6 +132,20 @@ fn a_40_ms_cubic_flow_leaves_slow_start_by_hystart_at_the_window_linux_leaves_it
 }
 
 #[test]
+fn a_cubic_flow_reports_the_pacing_rate_linux_sets_for_it() {
+    // tcp_update_pacing_rate: 120% of max(cwnd, packets out) x MSS / srtt once cwnd is at
+    // least half of ssthresh (tcpi_pacing_rate on the kernel engine).
+    let mut cfg = config(50, 20, bdp_bytes(50, 20), 0.0, 3, vec![flow(0, "cubic")]);
+    cfg.flow_sample_interval_ns = 100 * MS;
+    let r = run_checked(cfg);
+    let s = &r.flow_series;
+    let last = s.time_s.len() - 1;
+    let rate = s.pacing_rate_mbps[last].expect("a CUBIC flow has a pacing rate");
+    let cwnd_rate_mbps = s.cwnd_pkts[last] as f64 * 1448.0 * 8.0 / (s.srtt_ms[last] / 1e3) / 1e6;
+    assert!((1.1..=1.3).contains(&(rate / cwnd_rate_mbps)), "pacing {rate} Mbit/s against cwnd/srtt {cwnd_rate_mbps}");
+}
+
+#[test]
 fn a_bbr_flow_with_a_60_ms_rtt_takes_about_half_of_a_one_bdp_link_from_a_20_ms_one_as_on_linux() {
     // Kernel engine: 23.8 and 23.5 Mbit/s over 20 s. There iperf3 opens each data
     // connection about two RTTs after launch (control connection first), so its data

@@ -224,7 +224,7 @@ def flow_series(m: Measured) -> dict:
             cols["flow_id"].append(p.flow_id)
             cols["throughput_mbps"].append(acked * 8 / dt / 1e6 if dt > 0 else 0.0)
             cols["cwnd_pkts"].append(s.cwnd_pkts)
-            cols["pacing_rate_mbps"].append(s.pacing_rate_Bps * 8 / 1e6)
+            cols["pacing_rate_mbps"].append(s.pacing_rate_mbps)
             cols["srtt_ms"].append(s.srtt_us / 1000)
             cols["inflight_pkts"].append(s.inflight_pkts)
             cols["bbr_bw_mbps"].append(s.bbr_bw_Bps * 8 / 1e6 if s.bbr_bw_Bps is not None else None)

@@ -39,6 +39,8 @@ BBR_UNIT = 256  # gains in tcp_bbr_info are shifted left 8 bits
 #: bpf_cc.CA_PREFIX: BBR at other gains, a BPF struct_ops CC without get_info.
 BPF_BBR_PREFIX = "cclab_bbr"
 TCPI_OPT_ECN = 8
+# tcp_get_info's tcpi_pacing_rate for sk_pacing_rate == ~0UL: no rate set yet.
+NO_PACING_RATE = 2**64 - 1
 CA_STATE_NAMES = {0: "open", 1: "disorder", 2: "cwr", 3: "recovery", 4: "loss"}
 #: google/bbr v2alpha/v3 extend tcp_bbr_info (include/uapi/linux/inet_diag.h): bbr_phase at
 #: byte 37 and bbr_version at byte 39 (v1's struct is 20 bytes). enum tcp_bbr_phase -> cc_mode.
@@ -115,6 +117,14 @@ class TcpSample:
     def ecn_ok(self) -> bool:
         # TCPI_OPT_ECN: the handshake negotiated ECN (tp->ecn_flags & TCP_ECN_OK).
         return bool(self.options & TCPI_OPT_ECN)
+
+    @property
+    def pacing_rate_mbps(self) -> float | None:
+        """sk_pacing_rate; None while it is still sock_init_data's ~0 (no ACK has set it yet),
+        which tcp_get_info reports as ~0ULL."""
+        if self.pacing_rate_Bps >= NO_PACING_RATE:
+            return None
+        return self.pacing_rate_Bps * 8 / 1e6
 
     @property
     def inflight_pkts(self) -> int:

@@ -246,10 +246,6 @@ impl TcpSender {
         self.rtt.srtt()
     }
 
-    pub fn pacing_enabled(&self) -> bool {
-        self.pacing
-    }
-
     pub fn cc(&self) -> &AnyCc {
         &self.cc
     }
