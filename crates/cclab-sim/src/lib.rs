@@ -46,7 +46,8 @@ pub use sim::Simulation;
 /// reaches the bottleneck undelayed (before, half the extra RTT delayed it). Unpaced
 /// senders keep `tcp_update_pacing_rate`'s rate, and HyStart's ACK-train threshold gets
 /// `hystart_ack_delay`'s cushion from it (TCP always has a GSO size); flow series report
-/// that rate for them, as tcpi_pacing_rate does.
+/// that rate for them, as tcpi_pacing_rate does. `rwnd_limited_ms` counts only time the
+/// window stopped a sender that pacing and cwnd would have let send (tcp_write_xmit).
 pub const MODEL_VERSION: u32 = 11;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.

@@ -233,8 +233,11 @@ impl TcpSender {
         if sent_new > 0 {
             self.schedule_loss_probe(now, false, queue);
         }
-        // tcp_write_xmit's chrono: new data held back by the receiver's window.
-        if self.has_app_data() && self.window_room() == 0 {
+        // tcp_write_xmit's chrono: new data held back by the receiver's window, and by
+        // nothing tried before it (the pacing check, then tcp_cwnd_test, then
+        // tcp_snd_wnd_test); a full window behind a full cwnd is not rwnd-limited.
+        let paced_out = self.pacing && self.tcp.next_send_time > now;
+        if self.has_app_data() && self.window_room() == 0 && self.cwnd_quota() > 0 && !paced_out {
             self.stats.rwnd_limited_since.get_or_insert(now);
         } else if let Some(since) = self.stats.rwnd_limited_since.take() {
             self.stats.rwnd_limited_ns += (now - since).as_nanos();
@@ -395,6 +398,28 @@ mod tests {
         assert_eq!(out.len(), 10, "the initial window leaves at once: nothing in flight to wait for");
         assert_eq!(s.srtt(), SimDuration::from_millis(20));
         (s, q, t0)
+    }
+
+    #[test]
+    fn a_full_window_counts_as_rwnd_limited_only_when_cwnd_would_let_the_sender_go() {
+        // tcp_write_xmit tests cwnd before the window: a sender stopped by both is
+        // cwnd-limited, and TCP_CHRONO_RWND_LIMITED does not run.
+        let (mut s, mut q, t0) = unpaced_sender();
+        let mut out = Vec::new();
+        s.snd_wnd_end = s.tcp.snd_nxt; // the receiver's window is full
+        let now = t0 + SimDuration::from_millis(1);
+        s.transmit(now, &mut q, &mut out);
+        assert!(out.is_empty() && s.stats.rwnd_limited_since.is_none(), "cwnd full too: not rwnd-limited");
+        s.tcp.snd_cwnd = 20;
+        s.transmit(now, &mut q, &mut out);
+        assert!(out.is_empty(), "the window holds the sender");
+        assert_eq!(s.stats.rwnd_limited_since, Some(now));
+        // The window opens past cwnd: the sender ends cwnd-limited, the chrono stops and
+        // keeps the time it ran.
+        s.snd_wnd_end += 20;
+        s.transmit(now + SimDuration::from_millis(3), &mut q, &mut out);
+        assert!(!out.is_empty());
+        assert_eq!(s.stats.rwnd_limited_ns, 3_000_000);
     }
 
     #[test]
