@@ -21,9 +21,9 @@ def mean_throughput(result: cclab.RunResult, from_s: float, to_s: float) -> floa
     """The slope of the bytes delivered over (from_s, to_s], fitted to every sample. The
     plain mean of the per-sample rates is the bytes acked between the window's two edges,
     so ACKs held up across an edge move it: the kernel's flow now and then acks nothing for
-    100 ms and then 8-11 Mbit/s. On the 3.861 Mbit/s step of the trace, four kernel runs
-    gave plain means of 3.859-3.941 Mbit/s (over the 2% bound once) and slopes of
-    3.858-3.863."""
+    100 ms and then 8-11 Mbit/s. On the 3.861 Mbit/s step of the trace, five kernel runs
+    gave plain means of 3.859-3.941 Mbit/s (over the 2% bound once, at 2% in two more);
+    the slope on the two traced for it, 3.863 (plain 3.939) and 3.858 (plain 3.859)."""
     fs = result.flow_series.sort_values(["flow_id", "time_s"])
     interval_s = fs.groupby("flow_id").time_s.diff().fillna(0.0)
     delivered_mbit = (fs.throughput_mbps * interval_s).groupby(fs.flow_id).cumsum()
