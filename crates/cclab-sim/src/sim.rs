@@ -6,9 +6,11 @@
 //! (its delay line and netem sit on the router's egress towards each sender, the
 //! ACK direction): a flow's extra RTT must not shift when its data reaches the
 //! shared queue, or a long-RTT flow's slow start meets another flow's queue
-//! later than on Linux (HyStart then ends it at half the window). A flow starts with a handshake: its
-//! data begins one RTT after its start time, as on a real host. Random loss sits at the bottleneck's
-//! ingress, before the queue (where netem sits on the seeds' routers).
+//! later than on Linux (HyStart then ends it at half the window).
+//!
+//! A flow starts with a handshake: its data begins one RTT after its start time, as
+//! on a real host. Random loss sits at the bottleneck's ingress, before the queue
+//! (where netem sits on the seeds' routers).
 
 use crate::config::SimConfig;
 use crate::event::{Event, EventQueue, LazyTimer, PipeId, TimerKind};

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from cclab.fidelity.sets import Case, ValidationSet
-from cclab.fidelity.spread import spread_test
+from cclab.fidelity.spread import mean_iqr, spread_test
 from cclab.results import RunResult
 
 # Acceptance thresholds of issue 6 ("Done when").
@@ -300,8 +300,8 @@ def compare_case(case: Case, sims: Sequence[RunResult], kernels: Sequence[RunRes
         sim_share, kernel_share = sim_median / sim_median.sum(), kernel_median / kernel_median.sum()
         comparison.share_error_pts = 100 * max(abs(float(sim_share.get(g, 0.0)) - float(kernel_share.get(g, 0.0))) for g in names)
     if len(sims) >= SPREAD_MIN_REPETITIONS and len(kernels) >= SPREAD_MIN_REPETITIONS:
-        comparison.sim_spread_mbps = _mean_iqr(sim_runs)
-        comparison.kernel_spread_mbps = _mean_iqr(kernel_runs)
+        comparison.sim_spread_mbps = mean_iqr(sim_runs)
+        comparison.kernel_spread_mbps = mean_iqr(kernel_runs)
         test = spread_test(sim_runs, kernel_runs, SPREAD_MAX_FACTOR)
         comparison.spread_p_value = test.p_value
         comparison.spread_min_p_value = test.min_p_value
@@ -316,12 +316,6 @@ def compare_case(case: Case, sims: Sequence[RunResult], kernels: Sequence[RunRes
         comparison.kernel_steady_goodput_mbps = float(kernel_steady.sum())
         comparison.steady_goodput_error = _group_error(sim_steady, kernel_steady)
     return comparison
-
-
-def _mean_iqr(runs_by_group: pd.DataFrame) -> float:
-    """Interquartile range across runs (columns) of each group's goodput, averaged over groups."""
-    q75, q25 = runs_by_group.quantile(0.75, axis=1), runs_by_group.quantile(0.25, axis=1)
-    return float((q75 - q25).mean())
 
 
 def _mean_of(runs: Sequence[RunResult], key: str) -> float | None:
@@ -494,6 +488,7 @@ def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
     shares = [c.share_error_pts for c in comparisons if c.share_error_pts is not None]
     spreads = [c.spread_within_factor for c in comparisons if c.spread_within_factor is not None]
     # Cases whose run counts let the test reject at all.
+    spread_nulls = [c.spread_null_within_share for c in comparisons if c.spread_null_within_share is not None]
     spread_tests = [c for c in comparisons if c.spread_p_value is not None and c.spread_min_p_value < SPREAD_TEST_LEVEL]
     held = [c for c in comparisons if c.held_out]
     held_errors = np.array([c.goodput_error for c in held], dtype=float)
@@ -520,9 +515,7 @@ def summarize(comparisons: Sequence[CaseComparison]) -> SetSummary:
         share_max_error_pts=float(max(shares)) if shares else float("nan"),
         spread_cases=len(spreads),
         spread_within_share=float(np.mean(spreads)) if spreads else float("nan"),
-        spread_null_within_share=float(np.mean([c.spread_null_within_share for c in comparisons if c.spread_null_within_share is not None]))
-        if spreads
-        else float("nan"),
+        spread_null_within_share=float(np.mean(spread_nulls)) if spread_nulls else float("nan"),
         spread_tested_cases=len(spread_tests),
         spread_differing_cases=sum(c.spread_p_value < SPREAD_TEST_LEVEL for c in spread_tests),
         held_out_cases=len(held),

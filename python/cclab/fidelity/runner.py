@@ -39,9 +39,9 @@ def _plan(cases: list[Case], engine: str, kernel_starts: dict[str, list[list[flo
     for case in cases:
         base = case.scenario()
         planned[case.name] = []
+        lateness = (kernel_starts or {}).get(case.name, [])
         for repetition in range(case.repetitions):
             scenario = base.model_copy(update={"seed": base.seed + repetition})
-            lateness = (kernel_starts or {}).get(case.name, [])
             if repetition < len(lateness) and lateness[repetition]:
                 scenario = with_start_lateness(scenario, lateness[repetition])
             planned[case.name].append(RunSpec(run_key(scenario.resolve(), engine), scenario, {"case": case.name}, repetition, engine))

@@ -42,6 +42,11 @@ class SpreadTest:
     splits: int
 
 
+def mean_iqr(runs_by_group: pd.DataFrame) -> float:
+    """Interquartile range across runs (columns) of each group's goodput, averaged over groups."""
+    return float(_mean_iqr(runs_by_group.to_numpy(dtype=float)[None])[0])
+
+
 def _mean_iqr(values: np.ndarray) -> np.ndarray:
     """IQR over the last axis (linear interpolation, as pandas' quantile), averaged over groups (axis -2)."""
     q75, q25 = np.quantile(values, [0.75, 0.25], axis=-1)
