@@ -48,7 +48,13 @@ pub use sim::Simulation;
 /// `hystart_ack_delay`'s cushion from it (TCP always has a GSO size); flow series report
 /// that rate for them, as tcpi_pacing_rate does. `rwnd_limited_ms` counts only time the
 /// window stopped a sender that pacing and cwnd would have let send (tcp_write_xmit).
-pub const MODEL_VERSION: u32 = 11;
+/// 12: the receiving application reads 12 us after data arrives (READER_WAKEUP), so the
+/// segments an ACK sent at arrival covers (a burst, data a filled hole released) are still
+/// charged to the buffer when the window is chosen and `rcv_ssthresh` grown; the read then
+/// runs `tcp_rcv_space_adjust`. The receiving socket is set up a handshake RTT before its
+/// data and has read iperf3's 37-byte cookie, so the first buffer measurement ends at the
+/// first read of data, as on the kernel engine.
+pub const MODEL_VERSION: u32 = 12;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

@@ -17,8 +17,8 @@ use crate::event::{Event, EventQueue, LazyTimer, PipeId, TimerKind};
 use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
 use crate::jitter::AckJitter;
 use crate::network::{Bottleneck, DataPacket, Pipe};
-use crate::tcp::receive_window::{ReceiveWindow, KERNEL_SEGMENT_TRUESIZE_BYTES};
-use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
+use crate::tcp::receive_window::{ReceiveWindow, IPERF3_COOKIE_BYTES, KERNEL_SEGMENT_TRUESIZE_BYTES};
+use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver, READER_WAKEUP};
 use crate::tcp::sender::{TcpSender, Transmission};
 use crate::window::{BottleneckCounters, FlowCounters, Snapshot};
 use cclab_aqm::delivery_trace::DeliveryTrace;
@@ -64,6 +64,8 @@ pub struct Flow {
     syn_rtt: SimDuration,
     delayed_ack: LazyTimer,
     compressed_ack: LazyTimer,
+    /// The receiving application's next read (`READER_WAKEUP` after data is queued).
+    app_read: LazyTimer,
     /// Hash of the flow's 5-tuple, as `skb_get_hash` gives the qdisc.
     flow_hash: u32,
     /// Packets in the bottleneck's qdisc (not yet dequeued).
@@ -155,6 +157,7 @@ impl Simulation {
                 syn_rtt: SimDuration::ZERO,
                 delayed_ack: LazyTimer::default(),
                 compressed_ack: LazyTimer::default(),
+                app_read: LazyTimer::default(),
                 flow_hash: flow_hash(f.flow_id),
                 in_bottleneck: 0,
                 queue_drops: 0,
@@ -333,9 +336,14 @@ impl Simulation {
             Event::FlowEstablished(i) => {
                 let flow = &mut self.flows[i as usize];
                 if self.config.receive_window_autotuning && self.config.flows[i as usize].rwnd_bytes.is_none() {
-                    // The receiver's socket is set up when the handshake's last ACK
-                    // arrives; the first data echoes the SYN-ACK's timestamp.
-                    let window = ReceiveWindow::new(MSS_BYTES as u64, KERNEL_SEGMENT_TRUESIZE_BYTES, now + self.egress_prop);
+                    // The first data echoes the SYN-ACK's timestamp. The receiving socket
+                    // was set up a handshake RTT before that data arrives and has read
+                    // iperf3's cookie (the kernel engine's data connections; a client
+                    // sends a request first the same way), so its first receive-buffer
+                    // measurement ends with the first read of data.
+                    let setup = SimTime((now + self.egress_prop).as_nanos().saturating_sub(flow.syn_rtt.as_nanos()));
+                    let window = ReceiveWindow::new(MSS_BYTES as u64, KERNEL_SEGMENT_TRUESIZE_BYTES, setup)
+                        .with_bytes_read_before_data(IPERF3_COOKIE_BYTES);
                     flow.sender.set_peer_window(window.initial_window_end(), SimTime(now.as_nanos().saturating_sub(flow.ack_prop.as_nanos())));
                     flow.receiver.use_receive_window(window);
                 }
@@ -385,6 +393,12 @@ impl Simulation {
                     self.flows[i as usize].sender.on_timer(now, kind, &mut self.queue, &mut out);
                     self.send_all(i, &mut out);
                     self.scratch = out;
+                }
+                TimerKind::ApplicationRead => {
+                    let flow = &mut self.flows[i as usize];
+                    if flow.app_read.on_pop(now, &mut self.queue, event) {
+                        flow.receiver.application_read(now);
+                    }
                 }
                 TimerKind::DelayedAck | TimerKind::CompressedAck => {
                     let flow = &mut self.flows[i as usize];
@@ -524,6 +538,12 @@ impl Simulation {
                     flow.compressed_ack.arm(at, &mut self.queue, Event::Timer(i, TimerKind::CompressedAck));
                 }
             }
+        }
+        // The reader runs only after this: an ACK sent at once above saw the data unread,
+        // and so does whatever else arrives before the reader wakes.
+        let flow = &mut self.flows[i as usize];
+        if flow.receiver.has_unread() && !flow.app_read.is_armed() {
+            flow.app_read.arm(now + READER_WAKEUP, &mut self.queue, Event::Timer(i, TimerKind::ApplicationRead));
         }
     }
 

@@ -107,7 +107,8 @@ fn bbr3_probes_for_bandwidth_every_two_to_three_seconds_at_most_63_rounds_apart(
     // clock, or 63 rounds (~2.5 s at 40 ms) if sooner. One exception, by design
     // (bbr_adapt_upper_bounds): a probe that stopped at inflight_hi without high loss
     // (`stopped_risky_probe`) probes again once PROBE_DOWN's first round is over;
-    // its PROBE_UP lasted under two rounds and the retry comes within three.
+    // its PROBE_UP lasted under three rounds (a plateau exit needs three round starts
+    // without growth, `bbr_full_bw_cnt`) and the retry comes within three.
     let round_s = RTT_MS as f64 / 1000.0;
     let mut clock_start = None;
     let mut up_started = None;
@@ -117,7 +118,7 @@ fn bbr3_probes_for_bandwidth_every_two_to_three_seconds_at_most_63_rounds_apart(
         if mode == "probe_bw_up" {
             up_started = Some(t);
         }
-        let short_up = prev == "probe_bw_up" && mode == "probe_bw_down" && up_started.is_some_and(|u| t - u < 2.0 * round_s);
+        let short_up = prev == "probe_bw_up" && mode == "probe_bw_down" && up_started.is_some_and(|u| t - u < 3.0 * round_s);
         if mode == "probe_bw_down" || prev == "probe_rtt" {
             clock_start = Some((t, short_up));
         }

@@ -16,12 +16,20 @@ fn bbr_pair_1_to_4(autotuning: bool) -> cclab_sim::SimConfig {
 }
 
 #[test]
-fn a_long_rtt_bbr_flow_waits_for_the_receive_window_in_startup() {
-    let r = run(bbr_pair_1_to_4(true));
-    let long = &r.flows[1];
-    assert!(long.rwnd_limited_ms > 50.0, "long flow rwnd-limited {} ms", long.rwnd_limited_ms);
-    // The window binds the long flow far more than the short one.
-    assert!(long.rwnd_limited_ms > 2.0 * r.flows[0].rwnd_limited_ms, "{} vs {}", long.rwnd_limited_ms, r.flows[0].rwnd_limited_ms);
+fn a_long_rtt_bbr_flow_waits_for_the_receive_window_in_startup_in_most_runs() {
+    // The kernel engine held the long flow in 9 of 10 runs (92-300 ms); in the other the two
+    // STARTUPs split the link before the window mattered (tests/kernel/test_kernel_receive_window.py).
+    // Seeds move only BBR's random PROBE_BW phase here (no loss, no jitter).
+    let mut held = Vec::new();
+    for seed in 1..=10 {
+        let mut cfg = bbr_pair_1_to_4(true);
+        cfg.seed = seed;
+        let r = run(cfg);
+        let (short, long) = (r.flows[0].rwnd_limited_ms, r.flows[1].rwnd_limited_ms);
+        // The window binds the long flow far more than the short one.
+        held.push((long > 50.0 && long > 2.0 * short, short, long));
+    }
+    assert!(held.iter().filter(|h| h.0).count() >= 7, "(held, short ms, long ms) per seed: {held:?}");
 }
 
 #[test]

@@ -154,7 +154,9 @@ fn a_bbr_flow_with_a_60_ms_rtt_takes_about_half_of_a_one_bdp_link_from_a_20_ms_o
     // interval the 20 ms flow, paced at about a frame per departure slot, won nearly
     // every freed slot of the full queue: the 60 ms flow lost 30-55% of its packets in
     // STARTUP and kept 16-20% of the link. GSO bursts of 2-4 frames, as Linux sends
-    // them, spread the tail drops.
+    // them, spread the tail drops. Three more kernel runs (validate's default set) gave
+    // the 60 ms flow 39-47% of the goodput, so the bound sits below that range and
+    // well above the starved mode; simulator seeds 1-10 gave 28-45% (model 12).
     let mut near = flow(0, "bbr");
     near.start_ns = 40 * MS;
     let mut far = flow(1, "bbr");
@@ -162,7 +164,7 @@ fn a_bbr_flow_with_a_60_ms_rtt_takes_about_half_of_a_one_bdp_link_from_a_20_ms_o
     far.start_ns = 120 * MS;
     let r = run_checked(config(50, 20, bdp_bytes(50, 20), 0.0, 20, vec![near, far]));
     let (near, far) = (r.flows[0].goodput_mbps, r.flows[1].goodput_mbps);
-    assert!(far / (near + far) > 0.4, "60 ms flow {far} vs 20 ms flow {near} Mbit/s");
+    assert!(far / (near + far) > 0.35, "60 ms flow {far} vs 20 ms flow {near} Mbit/s");
     assert!(near + far > 0.95 * 50.0 * GOODPUT_CEILING, "link not full: {near} + {far}");
 }
 

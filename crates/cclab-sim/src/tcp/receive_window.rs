@@ -10,8 +10,11 @@
 //!
 //! Units: the window quantities are bytes, as in Linux; sequence numbers are segments
 //! of `mss_bytes` (the simulator's unit), turned into bytes where Linux compares them.
-//! The application reads every in-order byte as it arrives (a bulk reader: iperf3), so
-//! the memory charged to the socket is the out-of-order queue's.
+//! The application reads every in-order byte soon after it arrives (a bulk reader:
+//! iperf3), but only after the softirq that queued it has sent its ACK
+//! (`tcp_rcv_established` queues, grows the window, ACKs, then wakes the reader). So
+//! the memory charged to the socket is the out-of-order queue's plus, while a segment
+//! is being received, the in-order data not read yet.
 
 use cclab_cc::SimTime;
 
@@ -40,6 +43,11 @@ const MAX_UNSCALED_WINDOW: u64 = 65_535;
 const GROW_WINDOW_MIN_LEN: u64 = 128;
 /// `TCP_TS_HZ`: timestamps tick in milliseconds (`tcp_usec_ts` is off by default).
 const TS_TICK_NS: u64 = 1_000_000;
+/// iperf3's `COOKIE_SIZE`: a data connection's first bytes, sent and read one RTT before
+/// its data (the kernel engine's `tcp:tcp_rcvbuf_grow`: the first measurement is
+/// `copied` 14517 = 37 + 10 segments, over 41-62 ms from the socket's setup at 40-60 ms
+/// RTT).
+pub const IPERF3_COOKIE_BYTES: u64 = 37;
 
 /// Receive-buffer autotuning and window selection for one connection.
 #[derive(Clone, Debug)]
@@ -65,6 +73,9 @@ pub struct ReceiveWindow {
     space_bytes: u64,
     space_seq: u64,
     space_time: SimTime,
+    /// Bytes read before the data's first sequence number (the cookie), counted in the
+    /// first measurement.
+    read_before_data_bytes: u64,
     /// `tp->rcv_rtt_est`: the receiver's RTT estimate (us, scaled by 8), the window-based
     /// measurement's target (`seq`, segments) and start, and the last TSecr used.
     rcv_rtt_us_x8: u64,
@@ -107,12 +118,20 @@ impl ReceiveWindow {
             space_bytes: rcv_ssthresh.min(rcv_wnd).min(TCP_INIT_CWND * mss_bytes),
             space_seq: 0,
             space_time: established,
+            read_before_data_bytes: 0,
             rcv_rtt_us_x8: 0,
             rtt_seq: 0,
             rtt_time: None,
             last_tsecr_tick: None,
             ratio_measured: false,
         }
+    }
+
+    /// The application read `bytes` before the data began (iperf3's cookie): the first
+    /// `tcp_rcv_space_adjust` counts them.
+    pub fn with_bytes_read_before_data(mut self, bytes: u64) -> Self {
+        self.read_before_data_bytes = bytes;
+        self
     }
 
     pub fn truesize_bytes(&self) -> u64 {
@@ -147,9 +166,10 @@ impl ReceiveWindow {
         (win << TCP_RMEM_TO_WIN_SCALE) / self.scaling_ratio
     }
 
-    /// `tcp_space`: the window the free memory would hold.
-    fn tcp_space(&self, ooo_segments: u64) -> u64 {
-        self.win_from_space(self.rcvbuf_bytes.saturating_sub(ooo_segments * self.truesize_bytes))
+    /// `tcp_space`: the window the free memory would hold. `charged_segments`: the
+    /// segments whose memory the socket holds (`sk_rmem_alloc`), unread or out of order.
+    fn tcp_space(&self, charged_segments: u64) -> u64 {
+        self.win_from_space(self.rcvbuf_bytes.saturating_sub(charged_segments * self.truesize_bytes))
     }
 
     /// `tcp_measure_rcv_mss`: the first full segment measures the scaling ratio, and
@@ -209,8 +229,8 @@ impl ReceiveWindow {
     /// passes Linux's truesize check here (`win_from_space(truesize) <= len`), as the
     /// ratio is measured from that same truesize. Returns whether it grew: Linux then
     /// sets `icsk_ack.quick`, so the segment is ACKed at once.
-    fn grow_window(&mut self, ooo_segments: u64) -> bool {
-        let room = self.window_clamp_bytes.min(self.tcp_space(ooo_segments)) as i64 - self.rcv_ssthresh_bytes as i64;
+    fn grow_window(&mut self, charged_segments: u64) -> bool {
+        let room = self.window_clamp_bytes.min(self.tcp_space(charged_segments)) as i64 - self.rcv_ssthresh_bytes as i64;
         if room <= 0 || self.mss_bytes < GROW_WINDOW_MIN_LEN {
             return false;
         }
@@ -238,16 +258,22 @@ impl ReceiveWindow {
         }
     }
 
-    /// In-order data arrived (`tcp_event_data_recv`) and the application read it
-    /// (`tcp_rcv_space_adjust`). `rcv_nxt` is after this segment; `ooo_segments` is
-    /// what was queued out of order when it arrived, `rcv_nxt_read` where reading
-    /// stopped (past any out-of-order data it released). Returns whether the window grew.
-    pub fn on_in_order_data(&mut self, now: SimTime, rcv_nxt: u64, ooo_segments: u64, rcv_nxt_read: u64) -> bool {
+    /// In-order data arrived (`tcp_event_data_recv`). Linux has queued it already, so
+    /// `charged_segments` counts this segment with the out-of-order queue and any
+    /// in-order data not read yet: with the window at the buffer's limit, that one
+    /// segment's memory keeps `rcv_ssthresh` a window-scale unit short (56 segments
+    /// instead of 67 on a new connection, as `tcp_probe` shows on the kernel engine).
+    /// `rcv_nxt` is after this segment. Returns whether the window grew.
+    pub fn on_in_order_data(&mut self, now: SimTime, rcv_nxt: u64, charged_segments: u64) -> bool {
         self.measure_rcv_mss();
         self.rcv_rtt_measure(now, rcv_nxt);
-        let grew = self.grow_window(ooo_segments);
-        self.rcv_space_adjust(now, rcv_nxt_read);
-        grew
+        self.grow_window(charged_segments)
+    }
+
+    /// The application read everything up to `copied_seq` (`tcp_recvmsg`, which calls
+    /// `tcp_rcv_space_adjust`).
+    pub fn on_read(&mut self, now: SimTime, copied_seq: u64) {
+        self.rcv_space_adjust(now, copied_seq);
     }
 
     /// `tcp_rcv_space_adjust`, once per receiver RTT of reads.
@@ -259,7 +285,7 @@ impl ReceiveWindow {
             return;
         }
         // Nothing stays unread (`inq` = 0).
-        let copied_bytes = (copied_seq - self.space_seq) * self.mss_bytes;
+        let copied_bytes = (copied_seq - self.space_seq) * self.mss_bytes + std::mem::take(&mut self.read_before_data_bytes);
         if copied_bytes > self.space_bytes {
             // The out-of-order queue is empty once reading reached here, or its span
             // was counted when each segment was queued (`tcp_data_queue_ofo`).
@@ -282,17 +308,17 @@ impl ReceiveWindow {
 
     /// `__tcp_select_window(sk) < tp->rcv_wnd`: the window offered now would be smaller
     /// than the last one, so `__tcp_ack_snd_check` does not ACK for two segments alone.
-    pub fn window_would_shrink(&self, ooo_segments: u64) -> bool {
-        self.free_window_bytes(ooo_segments) < self.rcv_wnd_bytes
+    pub fn window_would_shrink(&self, charged_segments: u64) -> bool {
+        self.free_window_bytes(charged_segments) < self.rcv_wnd_bytes
     }
 
     /// `__tcp_select_window`: the free space, at most `rcv_ssthresh`, in units of the
     /// window scale; 0 when little memory is left.
-    fn free_window_bytes(&self, ooo_segments: u64) -> u64 {
+    fn free_window_bytes(&self, charged_segments: u64) -> u64 {
         let granule = 1u64 << self.wscale;
         let allowed = self.win_from_space(self.rcvbuf_bytes);
         let full = self.window_clamp_bytes.min(allowed);
-        let mut free = self.tcp_space(ooo_segments);
+        let mut free = self.tcp_space(charged_segments);
         if free < full / 2 {
             free = free / granule * granule;
             if free < allowed >> 4 || free < self.mss_bytes {
@@ -304,9 +330,9 @@ impl ReceiveWindow {
 
     /// `tcp_select_window` when an ACK leaves: the window to advertise, as the right
     /// edge in segments (`rcv_nxt + window / mss`). The edge never moves back.
-    pub fn select_window_end(&mut self, rcv_nxt: u64, ooo_segments: u64) -> u64 {
+    pub fn select_window_end(&mut self, rcv_nxt: u64, charged_segments: u64) -> u64 {
         let granule = 1u64 << self.wscale;
-        let mut new_win = self.free_window_bytes(ooo_segments);
+        let mut new_win = self.free_window_bytes(charged_segments);
         // tcp_select_window: never shrink what was offered.
         let offered_end = self.rcv_wup * self.mss_bytes + self.rcv_wnd_bytes;
         let cur_win = offered_end.saturating_sub(rcv_nxt * self.mss_bytes);
@@ -356,9 +382,76 @@ mod tests {
     fn the_first_full_segment_sets_the_clamp_from_the_measured_ratio() {
         // Kernel engine: window_clamp = 82944 = 131072 * 162 / 256 after the first data.
         let mut rw = established();
-        rw.on_in_order_data(SimTime::ZERO, 1, 0, 1);
+        rw.on_in_order_data(SimTime::ZERO, 1, 1);
         assert_eq!(rw.scaling_ratio, 162);
         assert_eq!(rw.window_clamp_bytes, 82_944);
+    }
+
+    #[test]
+    fn the_unread_segment_an_ack_leaves_behind_holds_a_new_window_at_56_segments() {
+        // Kernel engine (tcp_probe, 2 BBR at 20/40 ms): the 40 ms flow's snd_wnd stays
+        // at 56 segments (81920 bytes) until the buffer first grows. Each ACK leaves
+        // while its segment is still queued, so free space and rcv_ssthresh stop at
+        // win_from_space(131072 - 2288) = 81496, aligned up to 5 units of 16384.
+        let mut rw = established();
+        let mut end = 0;
+        for rcv_nxt in 1..=40 {
+            rw.on_in_order_data(SimTime::ZERO, rcv_nxt, 1);
+            end = rw.select_window_end(rcv_nxt, 1) - rcv_nxt;
+            rw.on_read(SimTime::ZERO, rcv_nxt);
+        }
+        assert_eq!(end, 81_920 / MSS);
+        // With nothing charged (a reader ahead of the ACK) the window would reach the
+        // clamp, 82944 bytes aligned up to 98304: 67 segments.
+        let mut rw = established();
+        for rcv_nxt in 1..=40 {
+            rw.on_in_order_data(SimTime::ZERO, rcv_nxt, 0);
+            end = rw.select_window_end(rcv_nxt, 0) - rcv_nxt;
+        }
+        assert_eq!(end, 98_304 / MSS);
+    }
+
+    #[test]
+    fn a_burst_read_at_once_holds_rcv_ssthresh_lower_than_segments_read_one_by_one() {
+        // The initial window's ten segments arrive back to back and are read together:
+        // each one's tcp_grow_window sees the ones before it still queued. Kernel engine
+        // (tcp_rcvbuf_grow at the first read): rcv_ssthresh 77835 after such a burst.
+        let mut burst = established();
+        for k in 1..=10 {
+            burst.on_in_order_data(SimTime::ZERO, k, k);
+        }
+        let mut one_by_one = established();
+        for k in 1..=10 {
+            one_by_one.on_in_order_data(SimTime::ZERO, k, 1);
+            one_by_one.on_read(SimTime::ZERO, k);
+        }
+        assert_eq!(one_by_one.rcv_ssthresh_bytes, 81_496);
+        assert!(burst.rcv_ssthresh_bytes < one_by_one.rcv_ssthresh_bytes);
+        // Within 5%: the kernel's truesize per skb varies (scaling_ratio 142-162 measured).
+        assert!(burst.rcv_ssthresh_bytes.abs_diff(77_835) * 20 < 77_835, "{}", burst.rcv_ssthresh_bytes);
+    }
+
+    #[test]
+    fn the_first_measurement_ends_at_the_first_read_and_counts_the_cookie() {
+        // Kernel engine, 60 ms flow: the socket was set up 61 ms before the first data was
+        // read; that read grew `space` from 14480 to copied = 14517 (cookie + 10 segments).
+        let setup = SimTime::ZERO;
+        let first_read = setup + SimDuration::from_millis(61);
+        let mut rw = ReceiveWindow::new(MSS, KERNEL_SEGMENT_TRUESIZE_BYTES, setup).with_bytes_read_before_data(IPERF3_COOKIE_BYTES);
+        rw.on_timestamp(first_read, SimTime(first_read.as_nanos() - 61_000_000));
+        for k in 1..=10 {
+            rw.on_in_order_data(first_read, k, k);
+        }
+        rw.on_read(first_read, 10);
+        assert_eq!(rw.space_bytes, 14_517);
+        assert_eq!(rw.space_time, first_read);
+        // The next measurement, closed by the read 62 ms on, counts data only: 31 segments.
+        for k in 11..=41 {
+            let now = first_read + SimDuration::from_micros(2_000 * (k - 10));
+            rw.on_in_order_data(now, k, 1);
+            rw.on_read(now, k);
+        }
+        assert_eq!(rw.space_bytes, 31 * MSS);
     }
 
     #[test]
@@ -393,7 +486,8 @@ mod tests {
             now = now + SimDuration::from_micros(100);
             rcv_nxt += 1;
             rw.on_timestamp(now, SimTime(now.as_nanos().saturating_sub(20_000_000)));
-            rw.on_in_order_data(now, rcv_nxt, 0, rcv_nxt);
+            rw.on_in_order_data(now, rcv_nxt, 1);
+            rw.on_read(now, rcv_nxt);
             let new_end = rw.select_window_end(rcv_nxt, 0);
             assert!(new_end >= end, "edge moved back from {end} to {new_end}");
             assert_eq!(rw.rcv_wnd_bytes % (1 << rw.wscale), 0);
@@ -414,7 +508,8 @@ mod tests {
                 now = now + SimDuration::from_micros(200);
                 rcv_nxt += 1;
                 rw.on_timestamp(now, SimTime(now.as_nanos().saturating_sub(20_000_000)));
-                rw.on_in_order_data(now, rcv_nxt, 0, rcv_nxt);
+                rw.on_in_order_data(now, rcv_nxt, 1);
+                rw.on_read(now, rcv_nxt);
                 rw.select_window_end(rcv_nxt, 0);
             }
         }

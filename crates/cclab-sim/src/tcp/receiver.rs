@@ -50,6 +50,10 @@ pub const TCP_COMP_SACK_DELAY_MAX: SimDuration = SimDuration::from_millis(1);
 pub const MAX_SACK_BLOCKS: usize = 3;
 /// `TCP_NUM_SACKS`: blocks the receiver remembers.
 pub const TCP_NUM_SACKS: usize = 4;
+/// From data arriving in order to the application having read it: the kernel engine's
+/// receiver ACKed segments from `tcp_cleanup_rbuf`, which runs after the read, 12 us after
+/// they arrived (module comment). Data arriving meanwhile (a burst) is read with it.
+pub const READER_WAKEUP: SimDuration = SimDuration::from_micros(12);
 
 /// A cumulative ACK with up to three SACK blocks, most recent first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +137,9 @@ pub struct TcpReceiver {
     window: Option<ReceiveWindow>,
     /// Segments queued out of order (their memory is charged to the buffer).
     ooo_segments: u64,
+    /// In-order segments queued and not read yet: those of the arrival being handled,
+    /// until [`TcpReceiver::application_read`].
+    unread_segments: u64,
 }
 
 impl TcpReceiver {
@@ -165,6 +172,7 @@ impl TcpReceiver {
             acks_sent: 0,
             window: None,
             ooo_segments: 0,
+            unread_segments: 0,
         }
     }
 
@@ -215,7 +223,8 @@ impl TcpReceiver {
         if seq == self.rcv_nxt {
             self.rcv_nxt += 1;
             let rcv_nxt_of_segment = self.rcv_nxt;
-            let ooo_on_arrival = self.ooo_segments;
+            // Queued before tcp_event_data_recv runs: this segment is charged too.
+            let charged_on_arrival = self.ooo_segments + self.unread_segments + 1;
             if let Some((start, end)) = self.out_of_order.first() {
                 if start == self.rcv_nxt {
                     self.ooo_segments -= end - start;
@@ -225,8 +234,9 @@ impl TcpReceiver {
                 // RFC 5681 4.2: ACK at once when a gap is filled.
                 hole_filled = self.out_of_order.is_empty();
             }
+            self.unread_segments += self.rcv_nxt - before;
             if let Some(w) = &mut self.window {
-                window_grew = w.on_in_order_data(now, rcv_nxt_of_segment, ooo_on_arrival, self.rcv_nxt);
+                window_grew = w.on_in_order_data(now, rcv_nxt_of_segment, charged_on_arrival);
             }
             // tcp_sack_remove: blocks now below rcv_nxt are gone.
             let rcv_nxt = self.rcv_nxt;
@@ -253,7 +263,8 @@ impl TcpReceiver {
         }
         // __tcp_ack_snd_check: more than one full segment unacked (unless the window
         // would shrink), quick-ACK mode, or a one-time immediate ACK.
-        let two_segments = self.rcv_nxt - self.rcv_wup > 1 && self.window.as_ref().is_none_or(|w| !w.window_would_shrink(self.ooo_segments));
+        let charged = self.charged_segments();
+        let two_segments = self.rcv_nxt - self.rcv_wup > 1 && self.window.as_ref().is_none_or(|w| !w.window_would_shrink(charged));
         if two_segments || self.quickacks_left > 0 || hole_filled || ack_now {
             return (AckAction::SendNow, delivered, flushed);
         }
@@ -354,6 +365,28 @@ impl TcpReceiver {
         flushed
     }
 
+    /// The segments whose memory the socket holds: out of order, or in order and unread.
+    fn charged_segments(&self) -> u64 {
+        self.ooo_segments + self.unread_segments
+    }
+
+    /// In-order data is queued that the application has not read yet.
+    pub fn has_unread(&self) -> bool {
+        self.unread_segments > 0
+    }
+
+    /// The application, woken after the arrival's ACK decision (`tcp_data_ready` comes
+    /// last in `tcp_rcv_established`), reads all in-order data.
+    pub fn application_read(&mut self, now: SimTime) {
+        if self.unread_segments == 0 {
+            return;
+        }
+        self.unread_segments = 0;
+        if let Some(w) = &mut self.window {
+            w.on_read(now, self.rcv_nxt);
+        }
+    }
+
     fn flush_compressed_ack(&mut self, now: SimTime) -> Option<AckPacket> {
         (self.compressed_acks > 0).then(|| self.make_ack(now))
     }
@@ -381,7 +414,7 @@ impl TcpReceiver {
         // tcp_ecn_send on an ACK: ECE while the echo is demanded.
         let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, tsval: now, ..AckPacket::default() };
         if let Some(w) = &mut self.window {
-            ack.window_end = w.select_window_end(self.rcv_nxt, self.ooo_segments);
+            ack.window_end = w.select_window_end(self.rcv_nxt, self.ooo_segments + self.unread_segments);
         }
         for &block in self.sack_blocks.iter().take(MAX_SACK_BLOCKS) {
             ack.sack_blocks[ack.sack_count as usize] = block;
@@ -436,6 +469,7 @@ mod tests {
                     rx.make_ack(now);
                     acks += 1;
                 }
+                rx.application_read(now);
                 *next_seq += 1;
             }
         }
