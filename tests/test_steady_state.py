@@ -46,17 +46,24 @@ def test_bbr_against_cubic_in_a_deep_buffer_has_not_converged_after_60_s(bbr_cub
 
 
 def test_bbr_share_after_a_300_s_warmup_of_600_s_is_at_least_twice_its_60_s_share(bbr_cubic_60s) -> None:
-    settled = cclab.run(mixed(600, warmup_s=300))
-    assert settled.steady_state["converged"] is True
-    assert bbr_share(settled) >= 2 * bbr_share(bbr_cubic_60s)
+    # Seeds 1-3: BBR's share after the warm-up is 0.45-0.46 against 0.13-0.17 over the first
+    # minute; its last two quarters still differ by over 5 points in one of them.
+    settled = [cclab.run(mixed(600, warmup_s=300, seed=seed)) for seed in (1, 2, 3)]
+    assert sum(run.steady_state["converged"] for run in settled) >= 2, [run.steady_state for run in settled]
+    for run in settled:
+        assert bbr_share(run) >= 2 * bbr_share(bbr_cubic_60s)
 
 
-def test_two_cubic_flows_on_the_same_rtt_in_one_bdp_converge_and_share_fairly() -> None:
-    # Measured after a 30 s warm-up: over the whole of a 60 s run the start still shows
-    # (kernel engine, seeds 1-2: share drift 3.5 and 4.3 points, Jain 0.949 and 0.991).
-    result = cclab.run(mixed(120, warmup_s=30, ccs=("cubic", "cubic"), buffer="1bdp"))
-    assert result.steady_state["converged"] is True
-    assert result.steady_state["jain_index"] >= 0.95
+def test_two_cubic_flows_on_the_same_rtt_share_fairly_and_the_verdict_says_when_they_still_take_turns() -> None:
+    # Kernel engine, 120 s with a 30 s warm-up, six runs: Jain 0.949-0.999 over the window,
+    # while the shares moved 0.7-17 points between its last two quarters (under 5 in three
+    # runs): two CUBIC flows take turns for longer than that.
+    for seed in (1, 2, 3):
+        state = cclab.run(mixed(120, warmup_s=30, ccs=("cubic", "cubic"), buffer="1bdp", seed=seed)).steady_state
+        assert state["jain_index"] >= 0.95, state
+        if state["share_drift_pts"] > DRIFT_THRESHOLD_PTS:
+            assert state["converged"] is False
+            assert state["suggested_duration_s"] > 120
 
 
 def test_the_same_seed_gives_the_same_verdict() -> None:

@@ -31,8 +31,11 @@ def held_by_the_window(result: dict) -> bool:
 
 
 def test_the_long_rtt_flow_waits_for_the_receive_window_on_both_engines(bbr_pair_1_to_4: dict) -> None:
-    sim = json.loads(_sim.run_json(json.dumps(bbr_pair_1_to_4), None))
-    assert held_by_the_window(sim), [f["rwnd_limited_ms"] for f in sim["flows"]]
+    # The simulator has the even mode too (seeds move BBR's random PROBE_BW phase): most
+    # seeds, as most kernel runs, hold the long flow.
+    sims = [json.loads(_sim.run_json(json.dumps({**bbr_pair_1_to_4, "seed": seed}), None)) for seed in range(1, 11)]
+    sim_seen = [[f["rwnd_limited_ms"] for f in sim["flows"]] for sim in sims]
+    assert sum(held_by_the_window(sim) for sim in sims) >= 7, sim_seen
     seen = []
     for _ in range(KERNEL_ATTEMPTS):
         kernel = run_valid(bbr_pair_1_to_4)

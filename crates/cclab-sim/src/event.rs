@@ -21,8 +21,6 @@ pub enum TimerKind {
     DelayedAck,
     /// Receiver's SACK-compression timer (`tp->compressed_ack_timer`).
     CompressedAck,
-    /// The receiving application wakes and reads what has arrived in order.
-    ApplicationRead,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
 use crate::jitter::AckJitter;
 use crate::network::{Bottleneck, DataPacket, Pipe};
 use crate::tcp::receive_window::{ReceiveWindow, IPERF3_COOKIE_BYTES, KERNEL_SEGMENT_TRUESIZE_BYTES};
-use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver, READER_WAKEUP};
+use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
 use crate::tcp::sender::{TcpSender, Transmission};
 use crate::window::{BottleneckCounters, FlowCounters, Snapshot};
 use cclab_aqm::delivery_trace::DeliveryTrace;
@@ -64,8 +64,6 @@ pub struct Flow {
     syn_rtt: SimDuration,
     delayed_ack: LazyTimer,
     compressed_ack: LazyTimer,
-    /// The receiving application's next read (`READER_WAKEUP` after data is queued).
-    app_read: LazyTimer,
     /// Hash of the flow's 5-tuple, as `skb_get_hash` gives the qdisc.
     flow_hash: u32,
     /// Packets in the bottleneck's qdisc (not yet dequeued).
@@ -157,7 +155,6 @@ impl Simulation {
                 syn_rtt: SimDuration::ZERO,
                 delayed_ack: LazyTimer::default(),
                 compressed_ack: LazyTimer::default(),
-                app_read: LazyTimer::default(),
                 flow_hash: flow_hash(f.flow_id),
                 in_bottleneck: 0,
                 queue_drops: 0,
@@ -394,12 +391,6 @@ impl Simulation {
                     self.send_all(i, &mut out);
                     self.scratch = out;
                 }
-                TimerKind::ApplicationRead => {
-                    let flow = &mut self.flows[i as usize];
-                    if flow.app_read.on_pop(now, &mut self.queue, event) {
-                        flow.receiver.application_read(now);
-                    }
-                }
                 TimerKind::DelayedAck | TimerKind::CompressedAck => {
                     let flow = &mut self.flows[i as usize];
                     let timer = if kind == TimerKind::DelayedAck { &mut flow.delayed_ack } else { &mut flow.compressed_ack };
@@ -518,6 +509,8 @@ impl Simulation {
         let now = self.now;
         let i = pkt.flow;
         let flow = &mut self.flows[i as usize];
+        // A read the application made since the last arrival happened before this one.
+        flow.receiver.catch_up_reads(now);
         flow.receiver.on_timestamp(now, pkt.tsecr);
         let (action, _, flushed) = flow.receiver.on_segment(now, pkt.seq, pkt.ecn, pkt.cwr);
         if let Some(ack) = flushed {
@@ -538,12 +531,6 @@ impl Simulation {
                     flow.compressed_ack.arm(at, &mut self.queue, Event::Timer(i, TimerKind::CompressedAck));
                 }
             }
-        }
-        // The reader runs only after this: an ACK sent at once above saw the data unread,
-        // and so does whatever else arrives before the reader wakes.
-        let flow = &mut self.flows[i as usize];
-        if flow.receiver.has_unread() && !flow.app_read.is_armed() {
-            flow.app_read.arm(now + READER_WAKEUP, &mut self.queue, Event::Timer(i, TimerKind::ApplicationRead));
         }
     }
 

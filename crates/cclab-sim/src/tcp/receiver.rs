@@ -137,9 +137,11 @@ pub struct TcpReceiver {
     window: Option<ReceiveWindow>,
     /// Segments queued out of order (their memory is charged to the buffer).
     ooo_segments: u64,
-    /// In-order segments queued and not read yet: those of the arrival being handled,
-    /// until [`TcpReceiver::application_read`].
+    /// In-order segments queued and not read yet, and when the application reads them
+    /// ([`READER_WAKEUP`] after the first arrives). The read changes only this
+    /// receiver, so it is made when the receiver is next touched, at its own time.
     unread_segments: u64,
+    read_at: Option<SimTime>,
 }
 
 impl TcpReceiver {
@@ -173,6 +175,7 @@ impl TcpReceiver {
             window: None,
             ooo_segments: 0,
             unread_segments: 0,
+            read_at: None,
         }
     }
 
@@ -235,6 +238,7 @@ impl TcpReceiver {
                 hole_filled = self.out_of_order.is_empty();
             }
             self.unread_segments += self.rcv_nxt - before;
+            self.read_at.get_or_insert(now + READER_WAKEUP);
             if let Some(w) = &mut self.window {
                 window_grew = w.on_in_order_data(now, rcv_nxt_of_segment, charged_on_arrival);
             }
@@ -370,14 +374,17 @@ impl TcpReceiver {
         self.ooo_segments + self.unread_segments
     }
 
-    /// In-order data is queued that the application has not read yet.
-    pub fn has_unread(&self) -> bool {
-        self.unread_segments > 0
+    /// Makes the application's read if it was due by `now`.
+    pub fn catch_up_reads(&mut self, now: SimTime) {
+        if let Some(at) = self.read_at.filter(|&at| at <= now) {
+            self.application_read(at);
+        }
     }
 
     /// The application, woken after the arrival's ACK decision (`tcp_data_ready` comes
-    /// last in `tcp_rcv_established`), reads all in-order data.
+    /// last in `tcp_rcv_established`), reads all in-order data at `now`.
     pub fn application_read(&mut self, now: SimTime) {
+        self.read_at = None;
         if self.unread_segments == 0 {
             return;
         }
@@ -411,6 +418,7 @@ impl TcpReceiver {
     /// Builds the ACK to send now and resets the ACK-policy state
     /// (`tcp_event_ack_sent`).
     pub fn make_ack(&mut self, now: SimTime) -> AckPacket {
+        self.catch_up_reads(now);
         // tcp_ecn_send on an ACK: ECE while the echo is demanded.
         let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, tsval: now, ..AckPacket::default() };
         if let Some(w) = &mut self.window {
