@@ -383,7 +383,7 @@ impl TcpReceiver {
 
     /// The application, woken after the arrival's ACK decision (`tcp_data_ready` comes
     /// last in `tcp_rcv_established`), reads all in-order data at `now`.
-    pub fn application_read(&mut self, now: SimTime) {
+    fn application_read(&mut self, now: SimTime) {
         self.read_at = None;
         if self.unread_segments == 0 {
             return;
@@ -421,8 +421,9 @@ impl TcpReceiver {
         self.catch_up_reads(now);
         // tcp_ecn_send on an ACK: ECE while the echo is demanded.
         let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, tsval: now, ..AckPacket::default() };
+        let charged = self.charged_segments();
         if let Some(w) = &mut self.window {
-            ack.window_end = w.select_window_end(self.rcv_nxt, self.ooo_segments + self.unread_segments);
+            ack.window_end = w.select_window_end(self.rcv_nxt, charged);
         }
         for &block in self.sack_blocks.iter().take(MAX_SACK_BLOCKS) {
             ack.sack_blocks[ack.sack_count as usize] = block;
@@ -511,6 +512,47 @@ mod tests {
         // The same reads every RTT: rcv_ssthresh meets the clamp, every second segment.
         let steady = acks_per_segment_of_last_rtt(&mut rx, &mut seq, &mut round, &[160; 8]);
         assert!((0.45..=0.55).contains(&steady), "{steady}");
+    }
+
+    #[test]
+    fn an_ack_before_the_reader_runs_offers_only_the_space_its_unread_burst_leaves() {
+        // Twenty segments arrive at one instant: the ACK sent then finds them all queued
+        // (tcp_space of 131072 - 20 x 2288 bytes: 45 segments past rcv_nxt); once the
+        // reader has run, the next ACK offers the 56 a new connection's buffer allows.
+        let mut rx = TcpReceiver::new(SimDuration::from_millis(20));
+        rx.use_receive_window(ReceiveWindow::new(1448, super::super::receive_window::KERNEL_SEGMENT_TRUESIZE_BYTES, SimTime::ZERO));
+        for seq in 0..20 {
+            rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false);
+        }
+        let ack = rx.make_ack(SimTime::ZERO);
+        assert_eq!(ack.window_end - ack.cum_ack, 45);
+        let ack = rx.make_ack(SimTime::ZERO + READER_WAKEUP);
+        assert_eq!(ack.window_end - ack.cum_ack, 56);
+    }
+
+    #[test]
+    fn a_segment_being_received_is_charged_so_a_new_connection_offers_56_segments() {
+        // Kernel engine (tcp_probe): a new connection's window holds at 56 segments until
+        // its buffer grows; with the ACKed segment already read it would offer 67.
+        let mut rx = TcpReceiver::new(SimDuration::from_millis(20));
+        rx.use_receive_window(ReceiveWindow::new(1448, super::super::receive_window::KERNEL_SEGMENT_TRUESIZE_BYTES, SimTime::ZERO));
+        let mut offered = Vec::new();
+        for seq in 0..30 {
+            // One segment a millisecond: the reader runs between arrivals.
+            let now = SimTime(seq * 1_000_000);
+            rx.catch_up_reads(now);
+            if rx.on_segment(now, seq, Ecn::NotEct, false).0 == AckAction::SendNow {
+                let ack = rx.make_ack(now);
+                offered.push(ack.window_end - ack.cum_ack);
+            }
+        }
+        assert_eq!(offered.last(), Some(&56), "{offered:?}");
+        assert!(offered.iter().all(|&w| w <= 56), "{offered:?}");
+        // The reader runs READER_WAKEUP after the data: a timer's ACK after it sees
+        // nothing unread (the window never moves back, so it still offers 56).
+        let later = SimTime(30 * 1_000_000);
+        assert_eq!(rx.make_ack(later).window_end - rx.rcv_nxt(), 56);
+        assert_eq!(rx.charged_segments(), 0);
     }
 
     #[test]
