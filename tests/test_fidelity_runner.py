@@ -12,11 +12,15 @@ from cclab.fidelity.sets import get_set
 from cclab.spec import Scenario
 
 
-def _kernel_run(tmp_path: Path, flows: list[dict], syn_s: list[float | None], rtt_ns: int = 20_000_000) -> Path:
+def _kernel_run(
+    tmp_path: Path, flows: list[dict], syn_s: list[float | None], rtt_ns: int = 20_000_000, first_data_s: list[float] | None = None
+) -> Path:
     run = tmp_path / "run"
     run.mkdir()
     (run / "spec.json").write_text(json.dumps({"bottleneck": {"rtt_ns": rtt_ns}, "flows": flows}))
     starts = [{"flow_id": i, "data_syn_s": s} for i, s in enumerate(syn_s)]
+    for start, data_s in zip(starts, first_data_s or [], strict=False):
+        start["first_data_s"] = data_s
     (run / "result.json").write_text(json.dumps({"provenance": {"flow_starts": starts}}))
     return run
 
@@ -34,6 +38,20 @@ def test_lateness_counts_from_where_each_flows_syn_was_aimed(tmp_path: Path) -> 
         [-0.0179, -0.0405, 0.301],
     )
     assert kernel_start_lateness_s(run) == pytest.approx([0.0026, 0.0, 0.0015])
+
+
+def test_lateness_follows_the_first_data_segment_where_it_was_stamped(tmp_path: Path) -> None:
+    # The same SYNs as above, but the 20 ms flow's data left 2 RTTs + 4.1 ms after its SYN and
+    # the 40 ms flow's 2 RTTs + 0.8 ms after its: the simulator begins each one path RTT after
+    # its start (20 and 40 ms), so the 40 ms flow is the earliest and the others follow it.
+    run = _kernel_run(
+        tmp_path,
+        [_flow(), _flow(extra_rtt_ns=20_000_000), _flow(start_ns=300_000_000, size_bytes=10_000)],
+        [-0.0179, -0.0405, 0.301],
+        first_data_s=[-0.0179 + 0.040 + 0.0041, -0.0405 + 0.080 + 0.0008, 0.301 + 0.040 + 0.0012],
+    )
+    # Late against the simulator's data start: 26.2-20, 40.3-40 and 342.2-320 ms.
+    assert kernel_start_lateness_s(run) == pytest.approx([0.0059, 0.0, 0.0219])
 
 
 def test_a_run_without_its_syn_times_has_no_lateness(tmp_path: Path) -> None:

@@ -26,6 +26,10 @@ def test_bulk_flows_on_paths_of_different_rtt_send_their_syn_one_path_rtt_before
     assert starts[0]["launch_lead_s"] < starts[1]["launch_lead_s"]  # the longer path is launched earlier
     for flow_id, path_rtt_s in ((0, 0.020), (1, 0.060)):
         assert abs(starts[flow_id]["data_syn_s"] - (0.0 - path_rtt_s)) <= START_TOLERANCE_S, starts[flow_id]
+        # The data follows the handshake and iperf3's cookie and go-ahead: two path RTTs, plus
+        # the client's and server's wake-ups (a few ms here).
+        data_after_syn_s = starts[flow_id]["first_data_s"] - starts[flow_id]["data_syn_s"]
+        assert 2 * path_rtt_s <= data_after_syn_s <= 2 * path_rtt_s + START_TOLERANCE_S, starts[flow_id]
 
 
 def test_a_finite_flow_sends_its_syn_at_its_start() -> None:

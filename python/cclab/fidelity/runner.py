@@ -49,11 +49,14 @@ def _plan(cases: list[Case], engine: str, kernel_starts: dict[str, list[list[flo
 
 
 def kernel_start_lateness_s(run_dir: Path) -> list[float] | None:
-    """How much later than the earliest flow each flow's data SYN left on a kernel run,
-    against when it was aimed (a bulk flow's one path RTT before its start, a finite
-    flow's at it); None without the record. iperf3 clients launched while another starts
-    up are late by a few ms (measured: p90 2.7 ms between flows of one RTT; a 20 ms flow
-    launched after a 40 or 80 ms one 0.4-12 ms), enough to move who meets whose queue."""
+    """How much later than the earliest flow each flow's data began on a kernel run, against
+    when the simulator begins it (one path RTT after its start, past the handshake); None
+    without the record. Runs from before the first data segment was stamped are paired on
+    their data SYNs instead (a bulk flow's aimed one path RTT before its start, a finite
+    flow's at it). iperf3 clients launched while another starts up are late by a few ms
+    (measured: p90 2.7 ms between flows of one RTT; a 20 ms flow launched after a 40 or 80
+    ms one 0.4-12 ms), and a flow's data follows its SYN by two path RTTs plus 0.7-4.8 ms
+    more: enough to move who meets whose queue."""
     try:
         result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
         config = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
@@ -61,13 +64,19 @@ def kernel_start_lateness_s(run_dir: Path) -> list[float] | None:
         return None
     starts = (result.get("provenance") or {}).get("flow_starts") or []
     flows = config.get("flows") or []
-    if len(starts) != len(flows) or any(s.get("data_syn_s") is None for s in starts):
+    if len(starts) != len(flows):
         return None
     rtt_ns = config["bottleneck"]["rtt_ns"]
     late = []
-    for start, flow in zip(starts, flows, strict=True):
-        aimed_s = flow["start_ns"] / 1e9 - (0.0 if flow.get("size_bytes") else (rtt_ns + flow["extra_rtt_ns"]) / 1e9)
-        late.append(start["data_syn_s"] - aimed_s)
+    if all(s.get("first_data_s") is not None for s in starts):
+        for start, flow in zip(starts, flows, strict=True):
+            late.append(start["first_data_s"] - (flow["start_ns"] + rtt_ns + flow["extra_rtt_ns"]) / 1e9)
+    elif all(s.get("data_syn_s") is not None for s in starts):
+        for start, flow in zip(starts, flows, strict=True):
+            aimed_s = flow["start_ns"] / 1e9 - (0.0 if flow.get("size_bytes") else (rtt_ns + flow["extra_rtt_ns"]) / 1e9)
+            late.append(start["data_syn_s"] - aimed_s)
+    else:
+        return None
     earliest = min(late)
     return [round(x - earliest, 6) for x in late]
 

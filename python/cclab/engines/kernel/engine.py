@@ -96,7 +96,7 @@ class _Started:
         self.delay_line: DelayLine | None = None
         self.sampler = None
         self.receiver: finite.Receiver | None = None
-        self.syn_clock: finite.SynClock | None = None
+        self.start_clock: finite.StartClock | None = None
         self.link_changer: link_changes.LinkChanger | None = None
 
     def stop_all(self) -> None:
@@ -104,8 +104,8 @@ class _Started:
             self.link_changer.stop()
         if self.sampler is not None:
             self.sampler.stop()
-        if self.syn_clock is not None:
-            self.syn_clock.stop()
+        if self.start_clock is not None:
+            self.start_clock.stop()
         if self.receiver is not None:
             self.receiver.stop()
         for p in self.procs:
@@ -239,9 +239,9 @@ def _run(  # noqa: PLR0915
     finite_plans = [p for p in plans if p.size_bytes is not None]
     if finite_plans:
         started.receiver = finite.Receiver(topo.receiver, finite_plans, workdir)
-    # Every flow's data SYN is stamped: finite flows count their FCT from it, and every
-    # flow's start error (SYN against the spec's start) goes into provenance.
-    started.syn_clock = finite.SynClock(plans)
+    # Every flow's data SYN and first data segment are stamped: finite flows count their FCT
+    # from the SYN, and both go into provenance (`cclab validate` pairs starts on the data).
+    started.start_clock = finite.StartClock(plans)
     traffic.wait_listening(topo.receiver, plans)
 
     flow_probes = {p.flow_id: probes.TcpInfoProbe(p.sender_ns, p.ports.client) for p in plans}
@@ -314,11 +314,14 @@ def _run(  # noqa: PLR0915
     if changer is not None:
         changer.stop()
     syn_s: dict[int, float] = {}
+    data_s: dict[int, float] = {}
     received: dict[int, dict] = {}
     receiver_cpu_s = None
-    if started.syn_clock is not None:
-        syn_s = {fid: t - t0 for fid, t in started.syn_clock.stop().items()}
-        started.syn_clock = None
+    if started.start_clock is not None:
+        syn_stamps, data_stamps = started.start_clock.stop()
+        syn_s = {fid: t - t0 for fid, t in syn_stamps.items()}
+        data_s = {fid: t - t0 for fid, t in data_stamps.items()}
+        started.start_clock = None
     if started.receiver is not None:
         received = _relative_to(started.receiver.stop(), t0)
         receiver_cpu_s = started.receiver.cpu_s
@@ -396,7 +399,8 @@ def _run(  # noqa: PLR0915
             **({"link_changes": changer.report(delay_report)} if changer is not None else {}),
             "flow_starts": [
                 {"flow_id": p.flow_id, "planned_s": p.start_s, "launch_lead_s": round(lead_s[p.flow_id], 6),
-                 "data_syn_s": None if p.flow_id not in syn_s else round(syn_s[p.flow_id], 6)}
+                 "data_syn_s": None if p.flow_id not in syn_s else round(syn_s[p.flow_id], 6),
+                 "first_data_s": None if p.flow_id not in data_s else round(data_s[p.flow_id], 6)}
                 for p in plans
             ],
         },

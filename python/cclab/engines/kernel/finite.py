@@ -7,8 +7,9 @@ connection began. Each finite flow's sender namespace gets an AF_PACKET socket o
 before the client starts; outgoing frames reach it from dev_queue_xmit_nit() with a
 SO_TIMESTAMPNS stamp taken there, so the stamp is right however late this process reads it
 (polling sock_diag for the SYN_SENT socket was tried first: under load, with 20 flows
-starting together, it saw SYNs up to ~30 ms late). Until the SYN only the control
-connection's few packets pass, so the tap costs nothing; it is closed once the SYN is seen.
+starting together, it saw SYNs up to ~30 ms late). Until the first data segment only the
+control connection's, the handshake's and the cookie's few packets pass (each flow has its
+own sender namespace), so the tap costs nothing; it is closed once that segment is seen.
 
 End: the receiver (receiver.py, one process in the receiver namespace serving every finite
 flow) times the read that brings the byte count to `size_bytes` with the kernel's receive
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from cclab.engines.kernel import probes
@@ -46,6 +48,8 @@ TIMESPEC_BYTES = 16
 ETH_HEADER_BYTES = 14
 TCP_SYN = 0x02
 TCP_ACK = 0x10
+#: iperf3's cookie, the first payload on its data connection (iperf_api.h COOKIE_SIZE).
+IPERF3_COOKIE_BYTES = 37
 #: Ethernet + IPv4 with options + TCP header up to its flags: all a SYN check reads.
 FRAME_HEAD_BYTES = 128
 RECEIVER_STOP_TIMEOUT_S = 10.0
@@ -121,13 +125,19 @@ class Receiver:
         return ""
 
 
-class SynClock:
-    """Kernel stamps of each finite flow's data-connection SYN (module docstring)."""
+class StartClock:
+    """Kernel stamps of each flow's data-connection SYN and of its first data segment (module
+    docstring). The first payload from the client port is iperf3's cookie; the data begins
+    past it. How long after its SYN a flow's data begins varies by a few ms (iperf3 starts
+    sending when its control connection says so: measured 0.7-4.8 ms after the cookie's ACK
+    on 20-60 ms paths), which is what a pairing of engines by start must follow."""
 
     def __init__(self, plans: list[FlowPlan]) -> None:
         self._socks: dict[int, socket.socket] = {}
         self._cport = {p.flow_id: p.ports.client for p in plans}
+        self._data_seq: dict[int, int] = {}  # flow id -> the first sequence number past the cookie
         self.syn_s: dict[int, float] = {}  # flow id -> time.monotonic() of the SYN
+        self.data_s: dict[int, float] = {}  # flow id -> time.monotonic() of the first data segment
         try:
             for p in plans:
                 with inside(p.sender_ns):
@@ -147,44 +157,74 @@ class SynClock:
             ready, _, _ = select.select(list(self._socks.values()), [], [], 0.05)
             for sock in ready:
                 fid = next(f for f, s in self._socks.items() if s is sock)
-                stamp = self._syn_stamp(sock, self._cport[fid])
-                if stamp is not None:
+                read = self._read(sock, self._cport[fid])
+                if read is None:
+                    continue
+                segment, stamp = read
+                if segment.flags & TCP_SYN and not segment.flags & TCP_ACK:
                     self.syn_s[fid] = stamp
+                    self._data_seq[fid] = (segment.seq + 1 + IPERF3_COOKIE_BYTES) % 2**32
+                elif fid in self._data_seq and segment.payload_bytes and _seq_at_or_after(segment.seq, self._data_seq[fid]):
+                    self.data_s[fid] = stamp
                     self._socks.pop(fid).close()
 
     @staticmethod
-    def _syn_stamp(sock: socket.socket, cport: int) -> float | None:
-        """Reads one frame; its stamp (monotonic seconds) if it is the SYN from `cport`."""
+    def _read(sock: socket.socket, cport: int) -> tuple[Segment, float] | None:
+        """Reads one frame; the segment and its stamp (monotonic seconds) if it is from `cport`."""
         try:
             frame, ancdata, _flags, _addr = sock.recvmsg(FRAME_HEAD_BYTES, socket.CMSG_SPACE(TIMESPEC_BYTES))
         except OSError:
             return None
-        if not is_syn_from(frame, cport):
+        segment = tcp_segment(frame)
+        if segment is None or segment.sport != cport:
             return None
         for level, kind, data in ancdata:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC_BYTES:
                 sec, nsec = struct.unpack_from("=qq", data, 0)
-                return sec + nsec / 1e9 - (time.time() - time.monotonic())
-        return time.monotonic()  # no stamp: when it was read
+                return segment, sec + nsec / 1e9 - (time.time() - time.monotonic())
+        return segment, time.monotonic()  # no stamp: when it was read
 
     def _close(self) -> None:
         for sock in self._socks.values():
             sock.close()
         self._socks = {}
 
-    def stop(self) -> dict[int, float]:
+    def stop(self) -> tuple[dict[int, float], dict[int, float]]:
+        """The SYN stamps and the first-data stamps, by flow id."""
         self._stop.set()
         self._thread.join(timeout=5)
         self._close()
-        return dict(self.syn_s)
+        return dict(self.syn_s), dict(self.data_s)
+
+
+@dataclass(frozen=True)
+class Segment:
+    sport: int
+    flags: int
+    seq: int
+    payload_bytes: int
+
+
+def tcp_segment(frame: bytes) -> Segment | None:
+    """The TCP header fields of an Ethernet frame carrying IPv4 TCP; None for anything else."""
+    if len(frame) < ETH_HEADER_BYTES + 20 or frame[12:14] != b"\x08\x00" or frame[ETH_HEADER_BYTES + 9] != 6:
+        return None
+    ip_header_bytes = (frame[ETH_HEADER_BYTES] & 0x0F) * 4
+    tcp = ETH_HEADER_BYTES + ip_header_bytes
+    if len(frame) < tcp + 14:
+        return None
+    ip_total_bytes = struct.unpack_from("!H", frame, ETH_HEADER_BYTES + 2)[0]
+    tcp_header_bytes = (frame[tcp + 12] >> 4) * 4
+    sport, seq = struct.unpack_from("!H", frame, tcp)[0], struct.unpack_from("!I", frame, tcp + 4)[0]
+    return Segment(sport, frame[tcp + 13], seq, max(0, ip_total_bytes - ip_header_bytes - tcp_header_bytes))
+
+
+def _seq_at_or_after(seq: int, mark: int) -> bool:
+    """`seq` is `mark` or later in sequence space (RFC 9293's modular comparison)."""
+    return (seq - mark) % 2**32 < 2**31
 
 
 def is_syn_from(frame: bytes, sport: int) -> bool:
     """Whether an Ethernet frame is an IPv4 TCP SYN (not SYN-ACK) from source port `sport`."""
-    if len(frame) < ETH_HEADER_BYTES + 20 or frame[12:14] != b"\x08\x00" or frame[ETH_HEADER_BYTES + 9] != 6:
-        return False
-    tcp = ETH_HEADER_BYTES + (frame[ETH_HEADER_BYTES] & 0x0F) * 4
-    if len(frame) < tcp + 14:
-        return False
-    flags = frame[tcp + 13]
-    return struct.unpack_from("!H", frame, tcp)[0] == sport and flags & TCP_SYN != 0 and flags & TCP_ACK == 0
+    segment = tcp_segment(frame)
+    return segment is not None and segment.sport == sport and segment.flags & TCP_SYN != 0 and segment.flags & TCP_ACK == 0
