@@ -41,8 +41,9 @@ def write_report(report: ValidationReport, shown: dict[str, dict[str, RunResult]
         "",
         f"{report.set.description}. {len(report.set.cases)} cases; {summary.cases} compared; "
         f"{report.wall_s:.0f} s wall for this call (finished runs are reused). Each simulator run starts its "
-        "flows as late, relative to each other, as its kernel twin's data SYNs left (iperf3's launches are a few "
-        "ms late, more so for a client launched while another starts up).",
+        "flows' data as late, relative to each other, as its kernel twin's first data segments left (iperf3's "
+        "launches are a few ms late, more so for a client launched while another starts up, and its data follows "
+        "the SYN by two RTTs and a few ms more; kernel runs from before that stamp are paired on their SYNs).",
         "",
         "## Figures of merit",
         "",
