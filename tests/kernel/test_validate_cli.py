@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 from cclab.results import RunResult
@@ -36,9 +37,17 @@ def test_validate_runs_both_engines_reports_every_case_and_reuses_finished_runs(
         assert f"figures/{row['case']}.png" in summary
     assert (out / "figures" / "goodput_scatter.png").is_file()
 
-    stored = {key: path.stat().st_mtime_ns for key, path in runs.items()}
+    # Every call runs an invalid kernel run once more (by design), and its case's simulator
+    # runs then follow the new run's starts: only the other cases' runs must stay as they are.
+    retried = {_case(path) for path in runs.values() if (RunResult.read(path).validity or {}).get("valid") is False}
+    stored = {key: path.stat().st_mtime_ns for key, path in runs.items() if _case(path) not in retried}
     again = run_cli("validate", "--set", "quick", "--out", out)
     assert again.returncode == 0, again.stderr
     # Finished runs are reused, not run again.
-    assert {key: path.stat().st_mtime_ns for key, path in finished_runs(out).items()} == stored
+    assert {key: path.stat().st_mtime_ns for key, path in finished_runs(out).items() if _case(path) not in retried} == stored
+    assert len(stored) >= 2  # at least one case was compared, and then reused
+
+
+def _case(run_dir: Path) -> str:
+    return json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["axis_values"]["case"]
 
