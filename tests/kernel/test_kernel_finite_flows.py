@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from cclab.engines.kernel import run
-from cclab.engines.kernel.finite import TCP_ACK, TCP_SYN, is_syn_from
+from cclab.engines.kernel.finite import IPERF3_COOKIE_BYTES, TCP_ACK, TCP_SYN, is_syn_from, seq_at_or_after, tcp_segment
 from cclab.engines.kernel.traffic import block_bytes
 from kernelcase import make_config, requires_kernel_engine, run_valid
 
@@ -102,11 +102,11 @@ def test_iperf3_blocks_divide_the_flow_size_so_the_client_sends_exactly_it() -> 
     assert block_bytes(1_000_003) is None
 
 
-def _frame(sport: int, flags: int) -> bytes:
+def _frame(sport: int, flags: int, seq: int = 1, payload_bytes: int = 0, tcp_options_bytes: int = 0) -> bytes:
     eth = b"\x00" * 12 + b"\x08\x00"
-    ip = bytes([0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6]) + b"\x00" * 10
-    tcp = struct.pack("!HHIIBBHHH", sport, 5201, 1, 0, 5 << 4, flags, 65535, 0, 0)
-    return eth + ip + tcp
+    ip = bytes([0x45, 0]) + struct.pack("!H", 20 + 20 + tcp_options_bytes + payload_bytes) + bytes([0, 0, 0x40, 0, 64, 6]) + b"\x00" * 10
+    tcp = struct.pack("!HHIIBBHHH", sport, 5201, seq, 0, (5 + tcp_options_bytes // 4) << 4, flags, 65535, 0, 0)
+    return eth + ip + tcp + b"\x01" * tcp_options_bytes + b"\x00" * payload_bytes
 
 
 def test_the_syn_clock_recognises_only_the_flows_own_syn() -> None:
@@ -115,3 +115,17 @@ def test_the_syn_clock_recognises_only_the_flows_own_syn() -> None:
     assert not is_syn_from(_frame(40000, TCP_SYN | TCP_ACK), 40000)
     assert not is_syn_from(_frame(40000, TCP_ACK), 40000)
     assert not is_syn_from(_frame(40000, TCP_SYN)[:30], 40000)  # truncated
+
+
+def test_the_start_clock_reads_a_segments_payload_past_its_tcp_options_and_seq_across_the_wrap() -> None:
+    # A data segment with 12 bytes of timestamp options: 1448 bytes of payload, not 1460.
+    segment = tcp_segment(_frame(40000, TCP_ACK, seq=7, payload_bytes=1448, tcp_options_bytes=12))
+    assert segment is not None and (segment.sport, segment.seq, segment.payload_bytes) == (40000, 7, 1448)
+    assert tcp_segment(_frame(40000, TCP_ACK, tcp_options_bytes=12)).payload_bytes == 0  # a pure ACK
+    # The data begins past the cookie, in sequence space that may wrap: the cookie itself
+    # (one past the SYN's sequence number) is not data.
+    isn = 2**32 - 10
+    data_seq = (isn + 1 + IPERF3_COOKIE_BYTES) % 2**32
+    assert not seq_at_or_after((isn + 1) % 2**32, data_seq)
+    assert seq_at_or_after(data_seq, data_seq)
+    assert seq_at_or_after((data_seq + 1448) % 2**32, data_seq)

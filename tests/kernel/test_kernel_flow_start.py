@@ -17,6 +17,9 @@ pytestmark = requires_kernel_engine
 
 # Process start-up varies by a few milliseconds on this host.
 START_TOLERANCE_S = 0.008
+#: How long past two path RTTs iperf3's data may follow its SYN: measured 0.8-13.7 ms over
+#: 300 flows of `cclab validate --set rtt` (at most 8.0 ms in runs of two flows).
+DATA_WAIT_TOLERANCE_S = 0.015
 
 
 def test_bulk_flows_on_paths_of_different_rtt_send_their_syn_one_path_rtt_before_their_start() -> None:
@@ -29,7 +32,7 @@ def test_bulk_flows_on_paths_of_different_rtt_send_their_syn_one_path_rtt_before
         # The data follows the handshake and iperf3's cookie and go-ahead: two path RTTs, plus
         # the client's and server's wake-ups (a few ms here).
         data_after_syn_s = starts[flow_id]["first_data_s"] - starts[flow_id]["data_syn_s"]
-        assert 2 * path_rtt_s <= data_after_syn_s <= 2 * path_rtt_s + START_TOLERANCE_S, starts[flow_id]
+        assert 2 * path_rtt_s <= data_after_syn_s <= 2 * path_rtt_s + DATA_WAIT_TOLERANCE_S, starts[flow_id]
 
 
 def test_a_finite_flow_sends_its_syn_at_its_start() -> None:
