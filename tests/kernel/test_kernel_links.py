@@ -52,9 +52,11 @@ def test_a_scheduled_rate_change_reaches_tbf_within_a_few_ms_and_the_flow_follow
     assert mean_throughput(scheduled, 1, 3) > 0.9 * 50 * CEILING
     assert 0.9 * 10 * CEILING < mean_throughput(scheduled, 4, 6) <= 10 * CEILING * 1.02
     changes = scheduled.provenance["link_changes"]["changes"]
-    tbf = [c for c in changes if "tc tbf" in c["by"]]
+    tbf = [c for c in changes if c["by"] == "tc tbf"]
     assert [c["at_s"] for c in tbf] == [3.0, 6.0]
     assert all(0 <= c["late_ms"] < 50 for c in tbf), tbf
+    # The loss rule is replaced after the rate, and recorded apart (tens of ms here).
+    assert [c["at_s"] for c in changes if c["by"] == "iptables"] == [6.0]
 
 
 def test_the_delay_line_changes_the_rtt_at_its_time_and_the_flow_sees_it(scheduled: cclab.RunResult) -> None:

@@ -150,20 +150,19 @@ class LinkChanger:
                 self._stop.wait(min(remaining, 0.05) if remaining > 0.002 else 0)
             if self._stop.is_set():
                 return
-            what = []
+            # Each part is applied when its command returned (what the path saw), and recorded
+            # apart: replacing the iptables rules takes tens of ms, tc a few.
             if change.get("rate_bps") is not None and not self.userspace:
                 set_tbf_rate(self.topo, int(change["rate_bps"]), shaping.queue_limit_bytes(self.config["bottleneck"]))
-                what.append("tc tbf")
+                self.applied.append((at_s, time.monotonic() - t0, "tc tbf"))
             if change.get("rtt_ns") is not None and self.netem_qdiscs:
                 extras = [int(f.get("extra_rtt_ns") or 0) for f in self.config["flows"]]
                 for q in self.netem_qdiscs:
                     ns_run(self.topo.router, *netem_change_args(q.ifname, int(change["rtt_ns"]) + extras[q.flow_index], q.limit_pkts))
-                what.append("tc netem")
+                self.applied.append((at_s, time.monotonic() - t0, "tc netem"))
             if change.get("loss_probability") is not None:
                 shaping.set_loss(self.topo, self.ports, float(change["loss_probability"]))
-                what.append("iptables")
-            # Applied when the last command returned: what the path saw.
-            self.applied.append((at_s, time.monotonic() - t0, "+".join(what)))
+                self.applied.append((at_s, time.monotonic() - t0, "iptables"))
 
 
 def set_tbf_rate(topo: Topology, rate_bps: int, limit_bytes: int) -> None:
