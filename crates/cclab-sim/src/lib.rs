@@ -54,7 +54,10 @@ pub use sim::Simulation;
 /// runs `tcp_rcv_space_adjust`. The receiving socket is set up a handshake RTT before its
 /// data and has read iperf3's 37-byte cookie, so the first buffer measurement ends at the
 /// first read of data, as on the kernel engine.
-pub const MODEL_VERSION: u32 = 12;
+/// 13: paced senders (BBR) defer a short skb too (`tcp_tso_should_defer` runs in
+/// `tcp_write_xmit` after the pacing check), and the deferral waits only for an ACK due
+/// within min(srtt/2, 1 ms), Linux 6.18's criterion.
+pub const MODEL_VERSION: u32 = 13;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

@@ -15,6 +15,12 @@
 //! time rather than one or two per ACK. Measured on the kernel engine (router capture,
 //! two CUBIC flows, 50 Mbit/s): the 20 ms flow arrives in runs of 3-4 frames, the
 //! 60 ms flow in runs of 2 (`tcp_min_tso_segs`).
+//!
+//! Paced senders meet the same deferral once the pacing clock lets them go (`tcp_write_xmit`
+//! checks pacing, then cwnd, then `tcp_tso_should_defer`): a cwnd-limited BBR flow in
+//! STARTUP releases about a millisecond of skbs at a time. Measured on the kernel engine
+//! (router capture, two BBR flows, 50 Mbit/s, 20/40 ms): 8-10 frames every 1.1 ms, where
+//! sending at each ACK gave pairs every 0.24 ms.
 
 use cclab_aqm::Ecn;
 use super::{Segment, TcpSender, Transmission, XmitTimer, EVER_RETRANS, LOST, RETRANS_IN_FLIGHT, SACKED, UNPACED_INITIAL_SEGMENTS};
@@ -40,6 +46,8 @@ const PACING_CA_RATIO_PCT: u64 = 120;
 const TSO_WIN_DIVISOR: u32 = 3;
 /// `tcp_tso_should_defer`: defer only if the last write was at most this long ago.
 const TSO_DEFER_RECENT_WRITE: SimDuration = SimDuration::from_millis(1);
+/// `tcp_tso_should_defer`: defer only if the head's ACK is due within min(srtt/2, this).
+const TSO_DEFER_ACK_DUE_WITHIN: SimDuration = SimDuration::from_millis(1);
 
 /// What a GSO burst is made of: an skb is either new data or one lost skb resent.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -124,15 +132,18 @@ impl TcpSender {
         segs.max(min_segs)
     }
 
-    /// `tcp_tso_should_defer` for an unpaced sender's next skb of new data: hold it
-    /// while cwnd would cut it below `max_segs` segments and below a third of cwnd,
-    /// the last write was recent (1 ms), and the oldest outstanding segment left over
-    /// half an srtt ago (so its ACK, which frees more room, is near).
+    /// `tcp_tso_should_defer` for the next skb of new data, paced or not (`tcp_write_xmit`
+    /// asks it after the pacing check): hold it while cwnd would cut it below `max_segs`
+    /// segments and below a third of cwnd, the last write was recent (1 ms), and the
+    /// head's ACK is due within min(srtt/2, 1 ms) (Linux 6.18 and the stable kernels
+    /// since Oct 2025, "tcp: fix tcp_tso_should_defer() vs large RTT"; before it, the
+    /// head had to have left over srtt/2 ago).
     fn should_defer_tso(&self, now: SimTime, max_segs: u32) -> bool {
         if max_segs <= 1 || matches!(self.tcp.ca_state, CaState::Recovery | CaState::Loss) {
             return false;
         }
-        // For an unpaced sender the send clock holds the last write (`tcp_wstamp_ns`).
+        // `tcp_wstamp_ns`: the last write for an unpaced sender, the next departure the
+        // pacing clock allows for a paced one.
         if now.as_nanos() > self.tcp.next_send_time.as_nanos() + TSO_DEFER_RECENT_WRITE.as_nanos() {
             return false;
         }
@@ -142,7 +153,10 @@ impl TcpSender {
             return false;
         }
         let Some(head) = self.segments.front() else { return false };
-        now - head.xmit_time >= SimDuration(self.rtt.srtt().as_nanos() / 2)
+        let srtt_ns = self.rtt.srtt().as_nanos();
+        let expected_ack_ns = head.xmit_time.as_nanos() + srtt_ns;
+        let threshold_ns = (srtt_ns / 2).min(TSO_DEFER_ACK_DUE_WITHIN.as_nanos());
+        expected_ack_ns <= now.as_nanos() + threshold_ns
     }
 
     /// `tcp_cwnd_test`: segments cwnd lets one skb carry (at most half of cwnd, so
@@ -184,7 +198,7 @@ impl TcpSender {
             // goes through the Nagle test, not the deferral (kernel engine, one CUBIC
             // flow at 20 Mbit/s: ACKs of 2 segments 1.2 ms apart, runs of 2 frames and
             // of 3 where cwnd grew, rarely 4).
-            if kind == BurstKind::New && !self.pacing && sent_new == 0 && self.should_defer_tso(now, tso_segs) {
+            if kind == BurstKind::New && sent_new == 0 && self.should_defer_tso(now, tso_segs) {
                 cwnd_limited = true;
                 break;
             }
@@ -384,6 +398,32 @@ mod tests {
         assert_eq!(out.len(), 2);
     }
 
+    #[test]
+    fn a_paced_sender_short_of_cwnd_gathers_a_full_skb_until_a_millisecond_after_its_pacing_slot() {
+        // BBR at 96 Mbit/s: skbs of eight segments; cwnd leaves room for two.
+        let (mut s, mut q, _) = paced_sender(12_000_000, 100);
+        assert_eq!(s.tso_segs(), 8);
+        s.tcp.snd_cwnd = s.in_flight() + 2;
+        // The head's ACK is due (srtt 20 ms) within 1 ms; the pacing slot has come.
+        let now = s.segments.front().unwrap().xmit_time + SimDuration::from_micros(19_500);
+        s.tcp.next_send_time = now;
+        let mut out = Vec::new();
+        s.transmit(now, &mut q, &mut out);
+        assert!(out.is_empty(), "two segments of room wait for more");
+        // ACKs open room for a full skb: it leaves whole.
+        s.tcp.snd_cwnd += 6;
+        s.transmit(now, &mut q, &mut out);
+        assert_eq!(out.len(), 8);
+        // Room for two again; a millisecond after the pacing slot they leave as they are.
+        out.clear();
+        s.tcp.snd_cwnd = s.in_flight() + 2;
+        let slot = s.tcp.next_send_time;
+        s.transmit(slot + SimDuration::from_micros(999), &mut q, &mut out);
+        assert!(out.is_empty());
+        s.transmit(slot + SimDuration::from_micros(1_001), &mut q, &mut out);
+        assert_eq!(out.len(), 2);
+    }
+
     fn before(t: SimTime, micros: u64) -> SimTime {
         SimTime(t.as_nanos() - micros * 1_000)
     }
@@ -447,8 +487,9 @@ mod tests {
     fn an_unpaced_sender_defers_a_short_skb_while_an_ack_is_near_and_its_last_write_was_recent() {
         let (mut s, mut q, t0) = unpaced_sender();
         let mut out = Vec::new();
-        // 15 ms on (the head left more than srtt/2 ago), last write 0.5 ms ago.
-        let now = t0 + SimDuration::from_millis(15);
+        // 19.5 ms on: the head's ACK is due (srtt 20 ms) within min(srtt/2, 1 ms); last
+        // write 0.5 ms ago.
+        let now = t0 + SimDuration::from_micros(19_500);
         s.tcp.next_send_time = before(now, 500);
         s.tcp.snd_cwnd = 11; // room for one segment; an skb holds two
         s.transmit(now, &mut q, &mut out);
@@ -468,7 +509,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unpaced_sender_sends_a_short_skb_at_once_after_a_quiet_millisecond_or_a_young_head() {
+    fn an_unpaced_sender_sends_a_short_skb_at_once_after_a_quiet_millisecond_or_with_the_ack_far_off() {
         // Last write 1.5 ms ago: deferral would make the sender bursty; send now.
         let (mut s, mut q, t0) = unpaced_sender();
         let mut out = Vec::new();
@@ -477,10 +518,11 @@ mod tests {
         s.tcp.snd_cwnd = 11;
         s.transmit(now, &mut q, &mut out);
         assert_eq!(out.len(), 1);
-        // The oldest segment in flight left under srtt/2 ago: its ACK is far; send now.
+        // The head's ACK is due in 5 ms, more than min(srtt/2, 1 ms): send now (Linux
+        // before Oct 2025 deferred here, the head having left over srtt/2 ago).
         let (mut s, mut q, t0) = unpaced_sender();
         out.clear();
-        let now = t0 + SimDuration::from_millis(5);
+        let now = t0 + SimDuration::from_millis(15);
         s.tcp.next_send_time = before(now, 500);
         s.tcp.snd_cwnd = 11;
         s.transmit(now, &mut q, &mut out);
@@ -488,7 +530,7 @@ mod tests {
         // In recovery: never deferred.
         let (mut s, mut q, t0) = unpaced_sender();
         out.clear();
-        let now = t0 + SimDuration::from_millis(15);
+        let now = t0 + SimDuration::from_micros(19_500);
         s.tcp.next_send_time = before(now, 500);
         s.tcp.ca_state = CaState::Recovery;
         s.tcp.snd_cwnd = 11;

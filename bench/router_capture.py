@@ -1,0 +1,176 @@
+"""Kernel runs with every packet into and out of the bottleneck captured, and what they show.
+
+    sudo .venv/bin/python bench/router_capture.py SCENARIO.toml --out DIR [--runs 3]
+        [--duration 1] [--window 0.1 1.0]
+
+For each run, tcpdump listens on the router's interfaces: `s<i>` (flow i's data arriving
+from its sender, and its ACKs leaving) and `rx` (what left tbf for the receiver). The run's
+result goes to DIR/run-<n>/ beside `s<i>.pcap` and `rx.pcap`. The summary per flow: data
+segments in and out of the bottleneck, drops (in minus out, matched per sequence number in
+FIFO order), how many drops were retransmissions, and the arrival runs (frames of one flow
+less than 30 us apart) inside the window, in seconds after the first SYN. docs/FIDELITY.md
+("Paced senders defer short skbs too") was found this way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+
+import cclab  # noqa: E402
+from cclab.engines.kernel.netns import NETNS_DIR, NAME_PREFIX  # noqa: E402
+from cclab.spec import Scenario  # noqa: E402
+
+#: Frames of one flow closer than this arrived back to back (one GSO skb).
+RUN_GAP_S = 30e-6
+#: A departure pairs with an arrival of its sequence number at most this much earlier.
+MAX_QUEUE_DELAY_S = 0.5
+SNAPLEN_BYTES = 96
+POLL_S = 0.002
+
+
+def read_pcap(path: Path) -> list[tuple[float, str, str, int, int, int, int, int, int]]:
+    """(time, src, dst, sport, dport, seq, ack, flags, payload bytes) of each IPv4 TCP frame."""
+    frames = []
+    with path.open("rb") as f:
+        header = f.read(24)
+        nanos = struct.unpack("<I", header[:4])[0] == 0xA1B23C4D
+        while len(record := f.read(16)) == 16:
+            seconds, fraction, captured, _ = struct.unpack("<IIII", record)
+            data = f.read(captured)
+            ip = data[14:]
+            if len(ip) < 20 or ip[0] >> 4 != 4 or ip[9] != 6:
+                continue
+            ihl = (ip[0] & 15) * 4
+            tcp = ip[ihl:]
+            if len(tcp) < 14:
+                continue
+            total = struct.unpack(">H", ip[2:4])[0]
+            sport, dport, seq, ack = struct.unpack(">HHII", tcp[:12])
+            payload = total - ihl - (tcp[12] >> 4) * 4
+            t = seconds + fraction * (1e-9 if nanos else 1e-6)
+            frames.append((t, ".".join(map(str, ip[12:16])), ".".join(map(str, ip[16:20])), sport, dport, seq, ack, tcp[13], payload))
+    return frames
+
+
+def data_segments(frames, conn) -> list[tuple[float, int]]:
+    """(time, sequence number relative to the SYN) of the connection's data segments."""
+    syn = next(f for f in frames if (f[1], f[3]) == conn and f[7] & 0x02)
+    return [(f[0], (f[5] - syn[5]) % 2**32) for f in frames if (f[1], f[3]) == conn and f[8] > 0]
+
+
+def match_drops(arrivals, departures) -> list[tuple[float, int]]:
+    """Arrivals that never left: FIFO per flow, so departures pair with arrivals in order."""
+    dropped, j = [], 0
+    for t_out, seq in departures:
+        while j < len(arrivals) and not (arrivals[j][1] == seq and 0 <= t_out - arrivals[j][0] < MAX_QUEUE_DELAY_S):
+            dropped.append(arrivals[j])
+            j += 1
+        j += 1
+    return dropped
+
+
+def arrival_runs(times: list[float]) -> collections.Counter:
+    runs, length = collections.Counter(), 1
+    for a, b in zip(times, times[1:]):
+        if b - a < RUN_GAP_S:
+            length += 1
+        else:
+            runs[length] += 1
+            length = 1
+    if times:
+        runs[length] += 1
+    return runs
+
+
+def capture_run(scenario: Scenario, out: Path, n_flows: int) -> None:
+    """One kernel run with tcpdump on the router's interfaces of the namespaces it creates."""
+    before = {p.name for p in NETNS_DIR.glob(f"{NAME_PREFIX}*")} if NETNS_DIR.is_dir() else set()
+    procs: list[subprocess.Popen] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            routers = [p.name for p in NETNS_DIR.glob(f"{NAME_PREFIX}*-r") if p.name not in before] if NETNS_DIR.is_dir() else []
+            if routers:
+                for ifname in [f"s{i}" for i in range(n_flows)] + ["rx"]:
+                    cmd = ["ip", "netns", "exec", routers[0], "tcpdump", "-i", ifname, "-s", str(SNAPLEN_BYTES), "-U", "-w", str(out / f"{ifname}.pcap"), "tcp"]
+                    procs.append(subprocess.Popen(cmd, stderr=subprocess.DEVNULL))
+                return
+            time.sleep(POLL_S)
+
+    out.mkdir(parents=True, exist_ok=True)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        cclab.run(scenario, "kernel").write(out / "result")
+    finally:
+        stop.set()
+        watcher.join()
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            proc.wait(timeout=10)
+
+
+def summarize(out: Path, n_flows: int, window: tuple[float, float]) -> list[str]:
+    departed = read_pcap(out / "rx.pcap")
+    flows = []
+    for i in range(n_flows):
+        frames = read_pcap(out / f"s{i}.pcap")
+        # The data connection carries the most payload (iperf3's control one the least).
+        conn = collections.Counter((f[1], f[3]) for f in frames if f[8] > 0).most_common(1)[0][0]
+        flows.append((data_segments(frames, conn), data_segments(departed, conn), min(f[0] for f in frames if (f[1], f[3]) == conn)))
+    t0 = min(syn for _, _, syn in flows)
+    lines = []
+    for i, (arrivals, departures, _) in enumerate(flows):
+        dropped = collections.Counter(match_drops(arrivals, departures))
+        seen: collections.Counter = collections.Counter()
+        resent_drops = 0
+        for t, seq in arrivals:
+            seen[seq] += 1
+            resent_drops += bool(dropped[(t, seq)]) and seen[seq] > 1
+        runs = arrival_runs([t - t0 for t, _ in arrivals if window[0] <= t - t0 < window[1]])
+        mean = sum(k * v for k, v in runs.items()) / max(1, sum(runs.values()))
+        common = ", ".join(f"{k}:{v}" for k, v in runs.most_common(5))
+        lines.append(
+            f"flow {i}: {len(arrivals)} in, {len(departures)} out, {sum(dropped.values())} dropped "
+            f"({resent_drops} of them resent); arrival runs in [{window[0]}, {window[1]}) s: mean {mean:.2f} frames ({common})"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("scenario", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=None, help="seconds; the scenario's own by default")
+    parser.add_argument("--window", type=float, nargs=2, default=(0.1, 1.0), metavar=("FROM_S", "TO_S"))
+    args = parser.parse_args()
+    spec = tomllib.loads(args.scenario.read_text(encoding="utf-8"))
+    if args.duration is not None:
+        spec["duration_s"] = args.duration
+    for n in range(1, args.runs + 1):
+        spec["seed"] = n
+        scenario = Scenario.model_validate(spec)
+        n_flows = len(scenario.resolve()["flows"])
+        out = args.out / f"run-{n}"
+        capture_run(scenario, out, n_flows)
+        print(f"run {n} ({out}):")
+        for line in summarize(out, n_flows, tuple(args.window)):
+            print("  " + line)
+
+
+if __name__ == "__main__":
+    main()
