@@ -72,8 +72,12 @@ pub struct TcpState {
     pub ca_state: CaState,
     /// `tcp_packets_in_flight()`: packets_out - (sacked_out + lost_out) + retrans_out.
     pub packets_in_flight: u32,
-    /// `tcp_is_cwnd_limited()`: the sender used (most of) its cwnd recently.
+    /// `tcp_is_cwnd_limited()`: the sender used (most of) its cwnd recently, or is in slow
+    /// start below twice what it had out (what `tcp_cong_avoid` asks: CUBIC, Reno).
     pub is_cwnd_limited: bool,
+    /// `tp->is_cwnd_limited` itself, as `tcp_cwnd_validate` keeps it, without slow start's
+    /// clause: what BBRv2/v3 read (`bbr_probe_inflight_hi_upward`, PROBE_UP's exit).
+    pub is_cwnd_limited_raw: bool,
     /// `tp->snd_nxt` in segments.
     pub snd_nxt: u64,
     /// `tp->snd_una` in segments.
@@ -120,6 +124,7 @@ impl TcpState {
             ca_state: CaState::Open,
             packets_in_flight: 0,
             is_cwnd_limited: false,
+            is_cwnd_limited_raw: false,
             snd_nxt: 0,
             snd_una: 0,
             srtt: SimDuration::ZERO,

@@ -57,7 +57,10 @@ pub use sim::Simulation;
 /// 13: paced senders (BBR) defer a short skb too (`tcp_tso_should_defer` runs in
 /// `tcp_write_xmit` after the pacing check), and the deferral waits only for an ACK due
 /// within min(srtt/2, 1 ms), Linux 6.18's criterion.
-pub const MODEL_VERSION: u32 = 13;
+/// 14: BBRv2/v3 read `tp->is_cwnd_limited` itself (raising inflight_hi in PROBE_UP, and
+/// PROBE_UP's exit), not `tcp_is_cwnd_limited()`, whose slow-start clause counted a
+/// pacing-limited flow below STARTUP's ssthresh as cwnd-limited.
+pub const MODEL_VERSION: u32 = 14;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

@@ -125,7 +125,9 @@ impl Bbr3 {
     /// `bbr_probe_inflight_hi_upward`: +1 per `bw_probe_up_cnt` packets ACKed
     /// while cwnd-limited at inflight_hi.
     fn probe_inflight_hi_upward(&mut self, tcp: &TcpState, rs: &RateSample) {
-        if !tcp.is_cwnd_limited || tcp.snd_cwnd < self.inflight_hi {
+        // `tp->is_cwnd_limited`, not `tcp_is_cwnd_limited()`: once STARTUP set ssthresh, a
+        // pacing-limited flow below it would count as cwnd-limited by slow start's clause.
+        if !tcp.is_cwnd_limited_raw || tcp.snd_cwnd < self.inflight_hi {
             if self.p.version == Version::V2Alpha {
                 self.bw_probe_up_acks = 0; // no unused credit
             }
@@ -264,7 +266,7 @@ mod tests {
         h.bbr.inflight_hi = 100;
         h.start_probe_up();
         h.tcp.snd_cwnd = 100;
-        h.tcp.is_cwnd_limited = true;
+        h.tcp.is_cwnd_limited_raw = true;
         // First round: one more packet per cwnd (at entry) ACKed.
         let cnt = h.bbr.bw_probe_up_cnt;
         assert_eq!(h.bbr.bw_probe_up_rounds, 1);
@@ -281,6 +283,25 @@ mod tests {
         let rs = Ack::one_packet(100).rate_sample(&h.tcp);
         h.bbr.adapt_upper_bounds(&mut h.tcp, &rs, 0);
         assert_eq!(h.bbr.bw_probe_up_cnt, 51);
+    }
+
+    #[test]
+    fn inflight_hi_holds_while_the_flow_is_paced_below_ssthresh_not_cwnd_limited() {
+        // tcp_is_cwnd_limited() is true below ssthresh (slow start's clause); BBR reads
+        // tp->is_cwnd_limited, false for a flow the pacing rate holds back.
+        let mut h = Harness::cruising(Params::V3);
+        h.bbr.inflight_hi = 100;
+        h.start_probe_up();
+        h.tcp.snd_cwnd = 100;
+        h.tcp.snd_ssthresh = 150;
+        h.tcp.is_cwnd_limited = true;
+        h.tcp.is_cwnd_limited_raw = false;
+        h.bbr.round_start = false;
+        for _ in 0..4 * h.bbr.bw_probe_up_cnt {
+            let rs = Ack::one_packet(100).rate_sample(&h.tcp);
+            h.bbr.adapt_upper_bounds(&mut h.tcp, &rs, 0);
+        }
+        assert_eq!(h.bbr.inflight_hi, 100);
     }
 
     #[test]

@@ -167,7 +167,7 @@ impl Bbr3 {
                 } else {
                     match self.p.version {
                         Version::V3 => {
-                            if tcp.is_cwnd_limited && tcp.snd_cwnd >= self.inflight_hi {
+                            if tcp.is_cwnd_limited_raw && tcp.snd_cwnd >= self.inflight_hi {
                                 // inflight_hi limits growth: the bw can't plateau yet.
                                 self.reset_full_bw();
                                 self.full_bw = sample_bw;

@@ -265,6 +265,7 @@ impl TcpSender {
         self.tcp.now = now;
         self.tcp.packets_in_flight = self.in_flight();
         self.tcp.is_cwnd_limited = self.is_cwnd_limited();
+        self.tcp.is_cwnd_limited_raw = self.cwnd_limited;
         self.tcp.srtt = self.rtt.srtt();
     }
 
