@@ -71,10 +71,9 @@ def main() -> None:
         sim = []
         for scenario, _ in starts[case]:
             for k in range(args.seeds):
-                spec = dict(scenario, seed=scenario.get("seed", 1) + k * SEED_STRIDE)
-                result = cclab.run(Scenario.model_validate(spec), "sim")
-                flows = Scenario.model_validate(spec).resolve()["flows"]
-                sim.append(group_shares(flows, list(result.flows["goodput_mbps"])))
+                seeded = Scenario.model_validate(dict(scenario, seed=scenario.get("seed", 1) + k * SEED_STRIDE))
+                result = cclab.run(seeded, "sim")
+                sim.append(group_shares(seeded.resolve()["flows"], list(result.flows["goodput_mbps"])))
         kernel_median = {g: statistics.median(run[g] for run in kernel[case]) for g in groups}
         sim_median = {g: statistics.median(run[g] for run in sim) for g in groups}
         error = 100 * max(abs(sim_median[g] - kernel_median[g]) for g in groups)

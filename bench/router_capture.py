@@ -73,10 +73,13 @@ def match_drops(arrivals, departures) -> list[tuple[float, int]]:
     """Arrivals that never left: FIFO per flow, so departures pair with arrivals in order."""
     dropped, j = [], 0
     for t_out, seq in departures:
-        while j < len(arrivals) and not (arrivals[j][1] == seq and 0 <= t_out - arrivals[j][0] < MAX_QUEUE_DELAY_S):
-            dropped.append(arrivals[j])
-            j += 1
-        j += 1
+        k = j
+        while k < len(arrivals) and not (arrivals[k][1] == seq and 0 <= t_out - arrivals[k][0] < MAX_QUEUE_DELAY_S):
+            k += 1
+        if k == len(arrivals):
+            continue  # its arrival was not captured: count nothing as dropped for it
+        dropped.extend(arrivals[j:k])
+        j = k + 1
     return dropped
 
 
@@ -99,11 +102,18 @@ def capture_run(scenario: Scenario, out: Path, n_flows: int) -> None:
     procs: list[subprocess.Popen] = []
     stop = threading.Event()
 
+    ifnames = [f"s{i}" for i in range(n_flows)] + ["rx"]
+
+    def interfaces_up(router: str) -> bool:
+        listed = subprocess.run(["ip", "-n", router, "-o", "link", "show"], capture_output=True, text=True).stdout
+        return all(f" {ifname}@" in listed or f" {ifname}:" in listed for ifname in ifnames)
+
     def watch() -> None:
+        # The router's namespace comes first, its veths a moment later: wait for them all.
         while not stop.is_set():
             routers = [p.name for p in NETNS_DIR.glob(f"{NAME_PREFIX}*-r") if p.name not in before] if NETNS_DIR.is_dir() else []
-            if routers:
-                for ifname in [f"s{i}" for i in range(n_flows)] + ["rx"]:
+            if routers and interfaces_up(routers[0]):
+                for ifname in ifnames:
                     cmd = ["ip", "netns", "exec", routers[0], "tcpdump", "-i", ifname, "-s", str(SNAPLEN_BYTES), "-U", "-w", str(out / f"{ifname}.pcap"), "tcp"]
                     procs.append(subprocess.Popen(cmd, stderr=subprocess.DEVNULL))
                 return

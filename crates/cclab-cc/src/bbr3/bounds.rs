@@ -260,13 +260,20 @@ mod tests {
         assert_eq!(h.bbr.inflight_lo, UNSET);
     }
 
-    #[test]
-    fn inflight_hi_rises_on_probe_up_acks_without_loss_doubling_each_round() {
+    /// PROBE_UP with cwnd at inflight_hi (100 packets), inside a round, `tp->is_cwnd_limited`
+    /// as given.
+    fn probing_up_at_inflight_hi(cwnd_limited: bool) -> Harness {
         let mut h = Harness::cruising(Params::V3);
         h.bbr.inflight_hi = 100;
         h.start_probe_up();
         h.tcp.snd_cwnd = 100;
-        h.tcp.is_cwnd_limited_raw = true;
+        h.tcp.is_cwnd_limited_raw = cwnd_limited;
+        h
+    }
+
+    #[test]
+    fn inflight_hi_rises_on_probe_up_acks_without_loss_doubling_each_round() {
+        let mut h = probing_up_at_inflight_hi(true);
         // First round: one more packet per cwnd (at entry) ACKed.
         let cnt = h.bbr.bw_probe_up_cnt;
         assert_eq!(h.bbr.bw_probe_up_rounds, 1);
@@ -289,13 +296,9 @@ mod tests {
     fn inflight_hi_holds_while_the_flow_is_paced_below_ssthresh_not_cwnd_limited() {
         // tcp_is_cwnd_limited() is true below ssthresh (slow start's clause); BBR reads
         // tp->is_cwnd_limited, false for a flow the pacing rate holds back.
-        let mut h = Harness::cruising(Params::V3);
-        h.bbr.inflight_hi = 100;
-        h.start_probe_up();
-        h.tcp.snd_cwnd = 100;
+        let mut h = probing_up_at_inflight_hi(false);
         h.tcp.snd_ssthresh = 150;
         h.tcp.is_cwnd_limited = true;
-        h.tcp.is_cwnd_limited_raw = false;
         h.bbr.round_start = false;
         for _ in 0..4 * h.bbr.bw_probe_up_cnt {
             let rs = Ack::one_packet(100).rate_sample(&h.tcp);
