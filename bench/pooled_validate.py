@@ -1,0 +1,91 @@
+"""`cclab validate`'s comparison over more runs: kernel samples pooled, several seeds per start.
+
+    .venv/bin/python bench/pooled_validate.py --set rtt --kernel DIR [DIR ...] --starts DIR [--seeds 6]
+
+Each DIR is a `cclab validate --out` folder of the set. The valid kernel runs of every
+`--kernel` folder are pooled (20 a case from two samples of ten). The simulator runs each case
+once per simulator run of the `--starts` folder (keeping its paired start times), with that
+run's seed and `--seeds - 1` more, on the installed simulator. Both sides then go through
+validate's own comparison (`compare_case`, `summarize`): goodput error, share error, spread.
+
+Why: at ten runs a side, a case's share error moves by several points and its IQR by more
+than 2x from one sample of seeds to the next, on the kernel too (docs/FIDELITY.md, "Shares
+over more runs", "Spread over more runs").
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+
+import cclab  # noqa: E402
+from cclab.fidelity.compare import compare_case, summarize  # noqa: E402
+from cclab.fidelity.sets import get_set  # noqa: E402
+from cclab.results import RunResult  # noqa: E402
+from cclab.spec import Scenario  # noqa: E402
+
+SEED_STRIDE = 1000  # extra seeds: far from validate's own
+
+
+def run_dirs(directory: Path, engine: str) -> dict[str, list[Path]]:
+    """The finished run folders of `engine`, by case."""
+    found: dict[str, list[Path]] = collections.defaultdict(list)
+    for meta_path in sorted(directory.glob("runs/*/run.json")):
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("engine") == engine and meta_path.with_name("result.json").exists():
+            found[meta["axis_values"].get("case")].append(meta_path.parent)
+    return found
+
+
+def simulate(scenario: dict) -> RunResult:
+    return cclab.run(Scenario.model_validate(scenario), "sim")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--set", dest="set_name", required=True)
+    parser.add_argument("--kernel", type=Path, nargs="+", required=True)
+    parser.add_argument("--starts", type=Path, required=True)
+    parser.add_argument("--seeds", type=int, default=6)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    kernel: dict[str, list[RunResult]] = collections.defaultdict(list)
+    for directory in args.kernel:
+        for case, dirs in run_dirs(directory, "kernel").items():
+            runs = [RunResult.read(d) for d in dirs]
+            kernel[case] += [run for run in runs if (run.validity or {}).get("valid", True)]
+    starts = run_dirs(args.starts, "sim")
+    comparisons = []
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for case in get_set(args.set_name).cases:
+            if not kernel.get(case.name) or case.name not in starts:
+                continue
+            scenarios = []
+            for run_dir in starts[case.name]:
+                scenario = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["scenario"]
+                scenarios += [dict(scenario, seed=scenario.get("seed", 1) + k * SEED_STRIDE) for k in range(args.seeds)]
+            sims = list(pool.map(simulate, scenarios))
+            c = compare_case(case, sims, kernel[case.name])
+            comparisons.append(c)
+            share = "" if c.share_error_pts is None else f"share error {c.share_error_pts:4.1f} pts  "
+            spread = ""
+            if c.sim_spread_mbps is not None:
+                spread = f"IQR sim/kernel {c.sim_spread_mbps:5.2f}/{c.kernel_spread_mbps:5.2f} Mbit/s (p {c.spread_p_value:.2f})"
+            held = " (held out)" if c.held_out else ""
+            print(f"{case.name:36s} goodput error {c.goodput_error:5.1%}  {share}{spread}  [{len(kernel[case.name])} kernel, {len(sims)} sim]{held}", flush=True)
+    summary = summarize(comparisons)
+    for criterion, measured, met in summary.criteria():
+        if met is not None:
+            print(f"{'met' if met else 'NOT met':7s} {criterion}: {measured}")
+    print(summary.held_out_line())
+
+
+if __name__ == "__main__":
+    main()
