@@ -275,6 +275,28 @@ def _run(args: list[str], what: str) -> str:
     return out.stdout
 
 
+def vmlinux_header_dir(cache: Path, btf_digest: str | None = None) -> Path:
+    """The folder of this kernel's vmlinux.h (bpftool's dump of its BTF), made once per BTF."""
+    btf_digest = btf_digest or hashlib.sha256(BTF_PATH.read_bytes()).hexdigest()[:16]
+    header_dir = cache / f"btf-{btf_digest}"
+    header = header_dir / "vmlinux.h"
+    if not header.exists():
+        header_dir.mkdir(parents=True, exist_ok=True)
+        text = _run([find_bpftool() or "bpftool", "btf", "dump", "file", str(BTF_PATH), "format", "c"], "bpftool btf dump")
+        if "bpf_struct_ops_tcp_congestion_ops" not in text:
+            raise KernelEngineError("this kernel cannot load a congestion control as BPF struct_ops")
+        tmp = header.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(text)
+        tmp.replace(header)
+    return header_dir
+
+
+def clang_args(header_dir: Path) -> list[str]:
+    """clang for a BPF object against vmlinux.h in `header_dir` (CO-RE, this architecture)."""
+    arch = {"x86_64": "x86", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    return [find_clang() or "clang", "-O2", "-g", "-target", "bpf", f"-D__TARGET_ARCH_{arch}", f"-I{header_dir}"]
+
+
 def build(name: str, defines: dict[str, int], cache: Path | None = None) -> Path:
     """The compiled object of the cclab BPF CC `name`, from the cache if an identical build exists."""
     cache = cache or cache_dir()
@@ -286,19 +308,9 @@ def build(name: str, defines: dict[str, int], cache: Path | None = None) -> Path
     obj = cache / f"{name}-{key}.o"
     if obj.exists():
         return obj
-    header_dir = cache / f"btf-{btf_digest}"
-    header = header_dir / "vmlinux.h"
-    if not header.exists():
-        header_dir.mkdir(exist_ok=True)
-        text = _run([find_bpftool() or "bpftool", "btf", "dump", "file", str(BTF_PATH), "format", "c"], "bpftool btf dump")
-        if "bpf_struct_ops_tcp_congestion_ops" not in text:
-            raise KernelEngineError("this kernel cannot load a congestion control as BPF struct_ops")
-        tmp = header.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(text)
-        tmp.replace(header)
-    arch = {"x86_64": "x86", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    header_dir = vmlinux_header_dir(cache, btf_digest)
     tmp_obj = obj.with_suffix(f".tmp{os.getpid()}")
-    args = [find_clang() or "clang", "-O2", "-g", "-target", "bpf", f"-D__TARGET_ARCH_{arch}", f"-I{header_dir}"]
+    args = clang_args(header_dir)
     args += [f"-DCCLAB_CA_NAME={name}", *(f"-D{k}={v}" for k, v in sorted(all_defines.items()))]
     _run([*args, "-c", str(source), "-o", str(tmp_obj)], f"compiling {name}")
     tmp_obj.replace(obj)
