@@ -140,11 +140,12 @@ def test_a_window_too_short_for_its_samples_is_not_judged() -> None:
 
 def test_a_steady_end_after_a_startup_transient_suggests_a_warmup_that_then_converges() -> None:
     # By 120 s BBR's share has levelled off, but the first minute drags the run's average.
-    transient = cclab.run(mixed(120)).steady_state
+    # (Seed 2: how soon the share levels off varies by seed; in some it still drifts at 120 s.)
+    transient = cclab.run(mixed(120, seed=2)).steady_state
     assert transient["converged"] is False and transient["share_drift_pts"] <= DRIFT_THRESHOLD_PTS
     assert transient["startup_bias_pts"] > DRIFT_THRESHOLD_PTS
     assert transient["suggested_warmup_s"] == 60
-    assert cclab.run(mixed(120, warmup_s=transient["suggested_warmup_s"])).steady_state["converged"] is True
+    assert cclab.run(mixed(120, warmup_s=transient["suggested_warmup_s"], seed=2)).steady_state["converged"] is True
 
 
 def test_until_steady_doubles_the_duration_with_the_same_seed_until_converged() -> None:

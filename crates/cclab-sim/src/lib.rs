@@ -60,7 +60,9 @@ pub use sim::Simulation;
 /// 14: BBRv2/v3 read `tp->is_cwnd_limited` itself (raising inflight_hi in PROBE_UP, and
 /// PROBE_UP's exit), not `tcp_is_cwnd_limited()`, whose slow-start clause counted a
 /// pacing-limited flow below STARTUP's ssthresh as cwnd-limited.
-pub const MODEL_VERSION: u32 = 14;
+/// 15: the application's first write (iperf3's 37-byte cookie) is acknowledged before the
+/// data, and its ACK is the CC's first: BBR starts its data with 11 packets, as on Linux.
+pub const MODEL_VERSION: u32 = 15;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

@@ -28,7 +28,7 @@ use crate::tcp::receiver::AckPacket;
 use crate::tcp::rtt::{RttEstimator, TCP_RTO_MAX};
 use crate::event::{Event, EventQueue, LazyTimer, TimerKind};
 use cclab_aqm::Ecn;
-use cclab_cc::{AckSample, AnyCc, CaState, CcConfig, CongestionControl, SimDuration, SimTime, TcpState};
+use cclab_cc::{AckSample, AnyCc, CaState, CcConfig, CongestionControl, RateSample, SimDuration, SimTime, TcpState};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -296,8 +296,48 @@ impl TcpSender {
         self.cc.init(&mut self.tcp);
         // The SYN-ACK's tcp_ack ends in tcp_cong_control, which sets the first rate.
         self.update_unpaced_pacing_rate();
+        self.deliver_app_cookie(now, syn_rtt);
         self.note_mode(now);
         self.transmit(now, queue, out);
+    }
+
+    /// The application's first write, acknowledged before the data: iperf3's 37-byte
+    /// cookie (`COOKIE_SIZE`, src/iperf_api.h), which `iperf_tcp_connect` writes right after
+    /// connect(), before `iperf_create_streams` sets TCP_CONGESTION. One RTT later its ACK
+    /// is the chosen CC's first: `tcp_rate_gen` makes an app-limited sample of one packet
+    /// over that RTT, and BBR (v1-v3) grows cwnd by it, as `bbr_set_cwnd` does while
+    /// `tp->delivered < TCP_INIT_CWND`: its data starts with 11 packets, not 10 (the kernel
+    /// engine's BPF trace, bench/kernel_bbr_trace.py). Reno and CUBIC do not grow, since one
+    /// packet out of ten is not cwnd-limited (`tcp_cong_avoid`); CUBIC takes its first
+    /// delay sample. The data starts when the ACK arrives, as the kernel engine's first data
+    /// segment follows it (paired starts line up on that segment).
+    fn deliver_app_cookie(&mut self, now: SimTime, rtt: SimDuration) {
+        // Sent with nothing else to send (tcp_rate_check_app_limited: delivered + in
+        // flight = 0 + 1), so the first window's samples are app-limited too, until the
+        // data's first delivery.
+        self.tcp.app_limited = 1;
+        self.data_segs_out += 1;
+        self.rtt.update_min_rtt(rtt);
+        self.rtt.on_sample(rtt, self.tcp.snd_una, self.tcp.snd_nxt);
+        self.tcp.delivered += 1;
+        self.tcp.delivered_time = now;
+        self.sync_state(now);
+        self.cc.pkts_acked(&mut self.tcp, &AckSample { pkts_acked: 1, rtt: Some(rtt), in_flight: 1 });
+        let sample = RateSample {
+            prior_delivered: 0,
+            delivered: 1,
+            interval: Some(rtt),
+            rtt: Some(rtt),
+            acked_sacked: 1,
+            prior_in_flight: 1,
+            is_app_limited: true,
+            tx_in_flight: 1,
+            ..RateSample::default()
+        };
+        if self.cc.cong_control(&mut self.tcp, &sample) {
+            self.cc_owns_cwnd = true;
+        }
+        self.update_unpaced_pacing_rate();
     }
 
 

@@ -365,6 +365,28 @@ mod tests {
     }
 
     #[test]
+    fn the_cookie_acked_before_the_data_starts_bbr_with_eleven_packets_and_cubic_with_ten() {
+        // iperf3's cookie is the CC's first ACK: BBR adds it to cwnd (tp->delivered <
+        // TCP_INIT_CWND), CUBIC does not (one packet out is not cwnd-limited). The kernel
+        // engine's first flights: 10 segments at once, then an eleventh paced (BBR).
+        for (cc, cwnd, paced_after) in [("bbr", 11, 1), ("bbr3", 11, 1), ("cubic", 10, 0)] {
+            let cfg = FlowConfig::bulk(0, cc).cc_config().unwrap();
+            let mut s = TcpSender::new(0, &cfg, MSS, None, None, 1);
+            let (mut q, mut out) = (EventQueue::default(), Vec::new());
+            let t0 = SimTime(20_000_000);
+            s.start(t0, SimDuration::from_millis(20), &mut q, &mut out);
+            assert_eq!(s.tcp.snd_cwnd, cwnd, "{cc}: cwnd after the cookie's ACK");
+            assert_eq!(s.tcp.delivered, 1, "{cc}: the cookie counts as delivered");
+            // Sent with nothing else to send: the first window's samples are app-limited.
+            assert_eq!(s.tcp.app_limited, 1, "{cc}");
+            assert_eq!(out.len(), 10, "{cc}: ten segments leave at once");
+            out.clear();
+            s.transmit(t0 + SimDuration::from_millis(10), &mut q, &mut out);
+            assert_eq!(out.len(), paced_after, "{cc}: what the window still allows");
+        }
+    }
+
+    #[test]
     fn a_paced_sender_emits_about_a_millisecond_of_data_back_to_back_then_waits_for_all_of_it() {
         // 47 Mbit/s of payload: 5_875_000 >> 10 = 5737 B, three segments per skb.
         let (mut s, mut q, t0) = paced_sender(5_875_000, 100);
