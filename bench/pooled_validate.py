@@ -1,10 +1,10 @@
 """`cclab validate`'s comparison over more runs: kernel samples pooled, several seeds per start.
 
-    .venv/bin/python bench/pooled_validate.py --set rtt --kernel DIR [DIR ...] --starts DIR [--seeds 6]
+    .venv/bin/python bench/pooled_validate.py --set rtt --kernel DIR [DIR ...] --starts DIR [DIR ...] [--seeds 6]
 
 Each DIR is a `cclab validate --out` folder of the set. The valid kernel runs of every
 `--kernel` folder are pooled (20 a case from two samples of ten). The simulator runs each case
-once per simulator run of the `--starts` folder (keeping its paired start times), with that
+once per simulator run of the `--starts` folders (keeping its paired start times), with that
 run's seed and `--seeds - 1` more, on the installed simulator. Both sides then go through
 validate's own comparison (`compare_case`, `summarize`): goodput error, share error, spread.
 
@@ -52,7 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--set", dest="set_name", required=True)
     parser.add_argument("--kernel", type=Path, nargs="+", required=True)
-    parser.add_argument("--starts", type=Path, required=True)
+    parser.add_argument("--starts", type=Path, nargs="+", required=True)
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
@@ -61,7 +61,10 @@ def main() -> None:
         for case, dirs in run_dirs(directory, "kernel").items():
             runs = [RunResult.read(d) for d in dirs]
             kernel[case] += [run for run in runs if (run.validity or {}).get("valid", True)]
-    starts = run_dirs(args.starts, "sim")
+    starts: dict[str, list[Path]] = collections.defaultdict(list)
+    for directory in args.starts:
+        for case, dirs in run_dirs(directory, "sim").items():
+            starts[case] += dirs
     comparisons = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for case in get_set(args.set_name).cases:
