@@ -51,7 +51,7 @@ def test_resolve_fills_every_default_of_the_contract() -> None:
         ],
         "flow_sample_interval_ns": 100_000_000,
         "queue_sample_interval_ns": 1_000_000,
-        "jitter_ns": 7_600,  # the kernel engine's measured ACK lateness (KERNEL_ACK_JITTER_US)
+        "jitter_ns": 30_700,  # the kernel engine's measured ACK-to-data noise (KERNEL_ACK_JITTER_US)
     }
 
 

@@ -5,8 +5,10 @@
 //! `cclab validate --set rtt` on the reference machine, each run's lateness had a median
 //! mean of 7.6 us, p50 6.0 us and p99 40 us: close to an exponential (p50 = 0.69 mean,
 //! p99 = 4.6 mean). Each ACK here is late by an exponential draw with the configured mean;
-//! the pipe keeps ACKs in order, as the delay line's FIFO queues do. Sender timer slack and
-//! the tbf watchdog's latency are not modelled apart: this one noise stands for them all.
+//! the pipe keeps ACKs in order, as the delay line's FIFO queues do. The default mean adds
+//! the sender host's turnaround (ACK in to data out, 23.1 us over its minimum in router
+//! captures; python/cclab/spec/scenario.py). Sender timer slack and the tbf watchdog's
+//! latency are not modelled apart: this one noise stands for them all.
 
 use cclab_cc::rng::SimRng;
 use cclab_cc::SimDuration;

@@ -41,10 +41,15 @@ MIN_RTT_MS = 0.001
 MAX_RTT_MS = 60_000
 
 # The simulator's default timing noise: each ACK is late by an exponential draw of this mean
-# (crates/cclab-sim/src/jitter.rs), the kernel engine's delay-line lateness measured here:
-# the median run's mean over the 39 kernel runs of `cclab validate --set rtt` (each run's
-# mean 1.2-19.6 us, p50 6.0 us, p99 40 us; bench/kernel_jitter.py measures it again).
-KERNEL_ACK_JITTER_US = 7.6
+# (crates/cclab-sim/src/jitter.rs), the two kinds measured on the kernel engine here, which
+# both fall between an ACK's due time and the data it clocks:
+# - the delay line's lateness, 7.6 us: the median run's mean over the 39 kernel runs of
+#   `cclab validate --set rtt` (each run's mean 1.2-19.6 us, p50 6.0 us, p99 40 us;
+#   bench/kernel_jitter.py measures it again);
+# - the sender host's turnaround over its minimum, 23.1 us: from an ACK leaving the router to
+#   the data it clocks arriving back, in router captures of CUBIC (bench/router_capture.py;
+#   median 19.9, p99 81.8 us over a 16-18 us minimum; docs/FIDELITY.md).
+KERNEL_ACK_JITTER_US = 30.7  # 7.6 + 23.1
 # A host's timing noise, not a path's delay: past a second it would be neither.
 MAX_JITTER_US = 1_000_000
 
