@@ -317,7 +317,6 @@ impl TcpSender {
         // data's first delivery.
         self.tcp.app_limited = 1;
         self.data_segs_out += 1;
-        self.rtt.update_min_rtt(rtt);
         self.rtt.on_sample(rtt, self.tcp.snd_una, self.tcp.snd_nxt);
         self.tcp.delivered += 1;
         self.tcp.delivered_time = now;
