@@ -21,6 +21,8 @@ pub enum TimerKind {
     DelayedAck,
     /// Receiver's SACK-compression timer (`tp->compressed_ack_timer`).
     CompressedAck,
+    /// The receiving application's read, when `tcp_cleanup_rbuf` will ACK after it.
+    Read,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

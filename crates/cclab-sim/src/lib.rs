@@ -62,7 +62,11 @@ pub use sim::Simulation;
 /// pacing-limited flow below STARTUP's ssthresh as cwnd-limited.
 /// 15: the application's first write (iperf3's 37-byte cookie) is acknowledged before the
 /// data, and its ACK is the CC's first: BBR starts its data with 11 packets, as on Linux.
-pub const MODEL_VERSION: u32 = 15;
+/// 16: the application's read sends the ACK the input path held back
+/// (`__tcp_cleanup_rbuf`): two or more segments unacknowledged behind a window the unread
+/// data would have shrunk, or a window the read doubles. Before, that ACK waited for the
+/// next segment or the 40 ms delayed-ACK timer.
+pub const MODEL_VERSION: u32 = 16;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

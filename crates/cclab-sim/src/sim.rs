@@ -64,6 +64,8 @@ pub struct Flow {
     syn_rtt: SimDuration,
     delayed_ack: LazyTimer,
     compressed_ack: LazyTimer,
+    /// The application's read that `tcp_cleanup_rbuf` will follow with an ACK.
+    read: LazyTimer,
     /// Hash of the flow's 5-tuple, as `skb_get_hash` gives the qdisc.
     flow_hash: u32,
     /// Packets in the bottleneck's qdisc (not yet dequeued).
@@ -155,6 +157,7 @@ impl Simulation {
                 syn_rtt: SimDuration::ZERO,
                 delayed_ack: LazyTimer::default(),
                 compressed_ack: LazyTimer::default(),
+                read: LazyTimer::default(),
                 flow_hash: flow_hash(f.flow_id),
                 in_bottleneck: 0,
                 queue_drops: 0,
@@ -398,6 +401,12 @@ impl Simulation {
                         self.send_ack(i);
                     }
                 }
+                TimerKind::Read => {
+                    let flow = &mut self.flows[i as usize];
+                    if flow.read.on_pop(now, &mut self.queue, event) && flow.receiver.read_will_ack(flow.delayed_ack.is_armed()) {
+                        self.send_ack(i);
+                    }
+                }
             },
             Event::BottleneckDequeue => {
                 if self.dequeue_at == Some(now) {
@@ -530,6 +539,14 @@ impl Simulation {
                 if !flow.compressed_ack.is_armed() {
                     flow.compressed_ack.arm(at, &mut self.queue, Event::Timer(i, TimerKind::CompressedAck));
                 }
+            }
+        }
+        // The read after this arrival will ACK (tcp_cleanup_rbuf): make it an event, not
+        // only the bookkeeping the next arrival catches up on.
+        let flow = &mut self.flows[i as usize];
+        if let Some(at) = flow.receiver.read_due() {
+            if flow.receiver.read_will_ack(flow.delayed_ack.is_armed()) {
+                flow.read.arm(at, &mut self.queue, Event::Timer(i, TimerKind::Read));
             }
         }
     }

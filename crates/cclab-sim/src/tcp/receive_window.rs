@@ -328,6 +328,19 @@ impl ReceiveWindow {
         free.min(self.rcv_ssthresh_bytes).div_ceil(granule) * granule
     }
 
+    /// `__tcp_cleanup_rbuf`'s window-update rule after a read: when what is left of the
+    /// advertised window (`tcp_receive_window`) is at most half the clamp, the read sends
+    /// an ACK if the window it could offer now is non-zero and at least twice that.
+    pub fn read_doubles_window(&self, rcv_nxt: u64, charged_segments: u64) -> bool {
+        let offered_end = self.rcv_wup * self.mss_bytes + self.rcv_wnd_bytes;
+        let window_now = offered_end.saturating_sub(rcv_nxt * self.mss_bytes);
+        if 2 * window_now > self.window_clamp_bytes {
+            return false;
+        }
+        let new_window = self.free_window_bytes(charged_segments);
+        new_window > 0 && new_window >= 2 * window_now
+    }
+
     /// `tcp_select_window` when an ACK leaves: the window to advertise, as the right
     /// edge in segments (`rcv_nxt + window / mss`). The edge never moves back.
     pub fn select_window_end(&mut self, rcv_nxt: u64, charged_segments: u64) -> u64 {
@@ -409,6 +422,23 @@ mod tests {
             end = rw.select_window_end(rcv_nxt, 0) - rcv_nxt;
         }
         assert_eq!(end, 98_304 / MSS);
+    }
+
+    #[test]
+    fn a_read_that_frees_the_buffer_behind_a_nearly_used_window_offers_an_update() {
+        // The handshake offered 45 segments; the sender has used 44, none read yet.
+        let mut rw = established();
+        assert_eq!(rw.select_window_end(0, 0), 45);
+        for rcv_nxt in 1..=44 {
+            rw.on_in_order_data(SimTime::ZERO, rcv_nxt, rcv_nxt);
+        }
+        // Once read, the free window (56 segments) is far more than twice the one left.
+        assert!(rw.read_doubles_window(44, 0));
+        // With most of the window still open, a read sends no update.
+        let mut fresh = established();
+        fresh.select_window_end(0, 0);
+        fresh.on_in_order_data(SimTime::ZERO, 1, 1);
+        assert!(!fresh.read_doubles_window(1, 0));
     }
 
     #[test]

@@ -374,6 +374,30 @@ impl TcpReceiver {
         self.ooo_segments + self.unread_segments
     }
 
+    /// When the application will read the data waiting in order, if any.
+    pub fn read_due(&self) -> Option<SimTime> {
+        self.read_at
+    }
+
+    /// `__tcp_cleanup_rbuf`, after the read that is due: would it send an ACK?
+    /// `ack_scheduled` (`inet_csk_ack_scheduled`): a delayed ACK is pending. Either more
+    /// than one full segment is unacknowledged (the input path held that ACK back because
+    /// the unread data would have shrunk the window; "tcp_recvmsg() will send ACK
+    /// otherwise", as `__tcp_ack_snd_check` says), or the freed memory at least doubles a
+    /// window that has shrunk to half the clamp or less. Evaluated on arrival with the
+    /// memory the read will free, which nothing but the read changes until then. The third
+    /// rule, a drained queue after a pushed or short segment (`ICSK_ACK_PUSHED`), is left
+    /// out: a bulk sender's segments are full-sized and rarely carry PSH.
+    pub fn read_will_ack(&self, ack_scheduled: bool) -> bool {
+        if self.read_at.is_none() {
+            return false;
+        }
+        if ack_scheduled && self.rcv_nxt - self.rcv_wup > 1 {
+            return true;
+        }
+        self.window.as_ref().is_some_and(|w| w.read_doubles_window(self.rcv_nxt, self.ooo_segments))
+    }
+
     /// Makes the application's read if it was due by `now`.
     pub fn catch_up_reads(&mut self, now: SimTime) {
         if let Some(at) = self.read_at.filter(|&at| at <= now) {
@@ -575,6 +599,47 @@ mod tests {
                 assert!(matches!(action, AckAction::Compress(_)), "segment {seq}: {action:?}");
             }
         }
+    }
+
+    #[test]
+    fn the_read_acks_segments_a_shrinking_window_held_back_and_a_lone_one_still_waits() {
+        // A new connection at its 56-segment window, past its quick ACKs: the buffer's
+        // limit, not rcv_ssthresh, sets the window, so enough unread data shrinks it.
+        let mut rx = TcpReceiver::new(SimDuration::from_millis(20));
+        rx.use_receive_window(ReceiveWindow::new(1448, super::super::receive_window::KERNEL_SEGMENT_TRUESIZE_BYTES, SimTime::ZERO));
+        let mut now = SimTime::ZERO;
+        for seq in 0..40 {
+            now = SimTime(seq * 1_000_000);
+            rx.catch_up_reads(now);
+            if rx.on_segment(now, seq, Ecn::NotEct, false).0 == AckAction::SendNow {
+                rx.make_ack(now);
+            }
+        }
+        rx.make_ack(now);
+        assert_eq!(rx.quickacks_left, 0);
+        // One segment: delayed, and its read sends nothing (one MSS is not "more than one").
+        let now = SimTime(50_000_000);
+        rx.catch_up_reads(now);
+        assert!(matches!(rx.on_segment(now, 40, Ecn::NotEct, false).0, AckAction::Delay(_)));
+        assert!(!rx.read_will_ack(true));
+        // A burst before the reader runs: every second segment is ACKed until the unread
+        // ones would shrink the window; then __tcp_ack_snd_check holds the ACK back ...
+        let mut held_back = 0;
+        for seq in 41..60 {
+            match rx.on_segment(now, seq, Ecn::NotEct, false).0 {
+                AckAction::SendNow => {
+                    rx.make_ack(now);
+                }
+                AckAction::Delay(_) => held_back = rx.rcv_nxt() - rx.rcv_wup,
+                other => panic!("segment {seq}: {other:?}"),
+            }
+        }
+        assert!(held_back > 1 && rx.rcv_nxt() - rx.rcv_wup > 1, "{held_back}");
+        // ... and the read sends it (__tcp_cleanup_rbuf), covering the whole burst.
+        assert_eq!(rx.read_due(), Some(now + READER_WAKEUP));
+        assert!(rx.read_will_ack(true));
+        assert_eq!(rx.make_ack(now + READER_WAKEUP).cum_ack, 60);
+        assert!(!rx.read_will_ack(false));
     }
 
     #[test]

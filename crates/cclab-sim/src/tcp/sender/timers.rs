@@ -82,7 +82,7 @@ impl TcpSender {
                     self.transmit(now, queue, out);
                 }
             }
-            TimerKind::DelayedAck | TimerKind::CompressedAck => unreachable!("receiver timers"),
+            TimerKind::DelayedAck | TimerKind::CompressedAck | TimerKind::Read => unreachable!("receiver timers"),
         }
     }
 
