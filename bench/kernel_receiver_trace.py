@@ -2,14 +2,14 @@
 how receive-buffer autotuning measures it.
 
     sudo .venv/bin/python bench/kernel_receiver_trace.py SCENARIO.toml --out DIR [--runs 3]
-        [--duration 1]
+        [--duration 1] [--flow 0]
 
 Each run goes to DIR/run-<n>/ with the tracepoints' text in DIR/run-<n>.trace: `tcp:tcp_probe`
 (every segment the receiving socket processes), `tcp:tcp_rcv_space_adjust` (every skb the
 application copies: tcp_recvmsg calls it after each) and `tcp:tcp_rcvbuf_grow` (each step of
-autotuning, with `copied`, `inq` and `space`), filtered to flow 0's server port. tracefs is
+autotuning, with `copied`, `inq` and `space`), filtered to one flow's server port. tracefs is
 global, not per namespace: the events, their filters and the buffer size are put back as
-they were when the script ends, also on failure. The summary per run, for flow 0's data
+they were when the script ends, also on failure. The summary per run, for that flow's data
 connection:
 - arrival to the next read: percentiles over all data segments;
 - the first read of each burst (data after 5 ms without any): its delay and how many
@@ -124,13 +124,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--duration", type=float, default=1.0, help="seconds (whole seconds: iperf3's)")
+    parser.add_argument("--flow", type=int, default=0, help="which flow's receiving socket (its index in the spec)")
     args = parser.parse_args()
     spec = tomllib.loads(args.scenario.read_text())
     spec["duration_s"] = args.duration
     args.out.mkdir(parents=True, exist_ok=True)
     for n in range(1, args.runs + 1):
         scenario = Scenario.model_validate({**spec, "seed": n})
-        with Tracing(SERVER_BASE_PORT):
+        with Tracing(SERVER_BASE_PORT + args.flow):
             cclab.run(scenario, "kernel").write(args.out / f"run-{n}")
             trace_text = (TRACEFS / "trace").read_text()
         (args.out / f"run-{n}.trace").write_text(trace_text)
