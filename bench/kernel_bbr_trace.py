@@ -18,15 +18,15 @@ kernel engine's BPF congestion controls do.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import ipaddress
 import os
 import platform
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import kernel_runs_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
@@ -224,16 +224,10 @@ def main() -> None:
     if sys.argv[1:2] == ["--serve"]:
         serve(Path(sys.argv[2]), Path(sys.argv[3]))
         return
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("scenario", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--duration", type=float, default=None, help="seconds (default: the scenario's)")
+    parser = kernel_runs_cli.parser(__doc__)
     parser.add_argument("--until", type=float, default=2.0, help="summarize the first this many seconds")
     args = parser.parse_args()
-    spec = tomllib.loads(args.scenario.read_text(encoding="utf-8"))
-    if args.duration is not None:
-        spec["duration_s"] = args.duration
+    spec = kernel_runs_cli.spec_of(args)
     args.out.mkdir(parents=True, exist_ok=True)
     obj = compile_program(args.out)
     for n in range(1, args.runs + 1):

@@ -22,13 +22,12 @@ docs/FIDELITY.md ("The read sends the ACK the input path held back") was measure
 
 from __future__ import annotations
 
-import argparse
 import collections
 import re
 import sys
-import tomllib
 from pathlib import Path
 
+import kernel_runs_cli
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
@@ -119,15 +118,10 @@ def summarize(events: list[tuple[float, str, dict[str, str]]]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("scenario", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--duration", type=float, default=1.0, help="seconds (whole seconds: iperf3's)")
+    parser = kernel_runs_cli.parser(__doc__, duration_s=1.0)
     parser.add_argument("--flow", type=int, default=0, help="which flow's receiving socket (its index in the spec)")
     args = parser.parse_args()
-    spec = tomllib.loads(args.scenario.read_text())
-    spec["duration_s"] = args.duration
+    spec = kernel_runs_cli.spec_of(args)
     args.out.mkdir(parents=True, exist_ok=True)
     for n in range(1, args.runs + 1):
         scenario = Scenario.model_validate({**spec, "seed": n})

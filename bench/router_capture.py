@@ -14,7 +14,6 @@ less than 30 us apart) inside the window, in seconds after the first SYN. docs/F
 
 from __future__ import annotations
 
-import argparse
 import collections
 import signal
 import struct
@@ -22,8 +21,9 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 from pathlib import Path
+
+import kernel_runs_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
@@ -161,16 +161,10 @@ def summarize(out: Path, n_flows: int, window: tuple[float, float]) -> list[str]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("scenario", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--duration", type=float, default=None, help="seconds; the scenario's own by default")
+    parser = kernel_runs_cli.parser(__doc__)
     parser.add_argument("--window", type=float, nargs=2, default=(0.1, 1.0), metavar=("FROM_S", "TO_S"))
     args = parser.parse_args()
-    spec = tomllib.loads(args.scenario.read_text(encoding="utf-8"))
-    if args.duration is not None:
-        spec["duration_s"] = args.duration
+    spec = kernel_runs_cli.spec_of(args)
     for n in range(1, args.runs + 1):
         spec["seed"] = n
         scenario = Scenario.model_validate(spec)
