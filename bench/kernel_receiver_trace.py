@@ -14,6 +14,7 @@ connection:
 - arrival to the next read: percentiles over all data segments;
 - the first read of each burst (data after 5 ms without any): its delay and how many
   segments had arrived by then;
+- the reader's stalls: data left unread for more than 5 ms;
 - the autotuning steps: `copied`, `inq` and `space` in segments.
 (iperf3's control connection shares the port; the data connection is the one that received
 the most.)
@@ -42,6 +43,8 @@ BUFFER_KB = 60_000
 MSS_BYTES = 1448
 #: Data after this long without any starts a burst.
 BURST_GAP_S = 0.005
+#: Data left unread this long is a stall of the reader.
+STALL_S = 0.005
 LINE = re.compile(r"\s(\d+\.\d+): (tcp_\w+): (.*)")
 
 
@@ -100,6 +103,13 @@ def summarize(events: list[tuple[float, str, dict[str, str]]]) -> list[str]:
     waited_us = (reads[nxt[nxt < len(reads)]] - arrivals[nxt < len(reads)]) * 1e6
     pct = np.percentile(waited_us, [10, 25, 50, 75, 90, 99])
     lines.append("  arrival to the next read (us): p10 %.0f, p25 %.0f, p50 %.0f, p75 %.0f, p90 %.0f, p99 %.0f" % tuple(pct))
+    # Stalls: data waiting unread for longer than STALL_S, when each began and how long it lasted.
+    stalls = []
+    for a, k in zip(arrivals, nxt):
+        if k < len(reads) and reads[k] - a > STALL_S and (not stalls or a > stalls[-1][0] + stalls[-1][1]):
+            stalls.append((a, reads[k] - a))
+    shown = ", ".join(f"{a - arrivals[0]:.2f} s: {d * 1e3:.1f} ms" for a, d in stalls[:10])
+    lines.append(f"  reader stalls over {STALL_S * 1e3:g} ms: {len(stalls)} ({shown})")
     starts = [i for i in range(len(arrivals)) if i == 0 or arrivals[i] - arrivals[i - 1] > BURST_GAP_S]
     firsts = []
     for i in starts:
