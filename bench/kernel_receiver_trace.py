@@ -14,7 +14,8 @@ connection:
 - arrival to the next read: percentiles over all data segments;
 - the first read of each burst (data after 5 ms without any): its delay and how many
   segments had arrived by then;
-- the reader's stalls: data left unread for more than 5 ms;
+- waits: data left unread for more than 5 ms, behind a slow reader or a hole at `rcv_nxt`
+  (`tcp_probe` carries no sequence number to tell which);
 - the autotuning steps: `copied`, `inq` and `space` in segments.
 (iperf3's control connection shares the port; the data connection is the one that received
 the most.)
@@ -43,8 +44,8 @@ BUFFER_KB = 60_000
 MSS_BYTES = 1448
 #: Data after this long without any starts a burst.
 BURST_GAP_S = 0.005
-#: Data left unread this long is a stall of the reader.
-STALL_S = 0.005
+#: Data left unread this long is a wait (a slow reader, or a hole before it).
+WAIT_S = 0.005
 LINE = re.compile(r"\s(\d+\.\d+): (tcp_\w+): (.*)")
 
 
@@ -103,13 +104,13 @@ def summarize(events: list[tuple[float, str, dict[str, str]]]) -> list[str]:
     waited_us = (reads[nxt[nxt < len(reads)]] - arrivals[nxt < len(reads)]) * 1e6
     pct = np.percentile(waited_us, [10, 25, 50, 75, 90, 99])
     lines.append("  arrival to the next read (us): p10 %.0f, p25 %.0f, p50 %.0f, p75 %.0f, p90 %.0f, p99 %.0f" % tuple(pct))
-    # Stalls: data waiting unread for longer than STALL_S, when each began and how long it lasted.
-    stalls = []
+    # Waits: data unread for longer than WAIT_S, when each began and how long it lasted.
+    waits = []
     for a, k in zip(arrivals, nxt):
-        if k < len(reads) and reads[k] - a > STALL_S and (not stalls or a > stalls[-1][0] + stalls[-1][1]):
-            stalls.append((a, reads[k] - a))
-    shown = ", ".join(f"{a - arrivals[0]:.2f} s: {d * 1e3:.1f} ms" for a, d in stalls[:10])
-    lines.append(f"  reader stalls over {STALL_S * 1e3:g} ms: {len(stalls)} ({shown})")
+        if k < len(reads) and reads[k] - a > WAIT_S and (not waits or a > waits[-1][0] + waits[-1][1]):
+            waits.append((a, reads[k] - a))
+    shown = ", ".join(f"{a - arrivals[0]:.2f} s: {d * 1e3:.1f} ms" for a, d in waits[:10])
+    lines.append(f"  waits over {WAIT_S * 1e3:g} ms (a slow reader or a hole): {len(waits)} ({shown})")
     starts = [i for i in range(len(arrivals)) if i == 0 or arrivals[i] - arrivals[i - 1] > BURST_GAP_S]
     firsts = []
     for i in starts:
