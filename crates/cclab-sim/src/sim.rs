@@ -296,6 +296,10 @@ impl Simulation {
                 for f in &self.flows {
                     f.sender.check_invariants()?;
                     f.receiver.check_invariants()?;
+                    // A read past due that __tcp_cleanup_rbuf would follow with an ACK has sent it.
+                    if f.receiver.read_due().is_some_and(|at| at < now) && f.receiver.read_will_ack(f.delayed_ack.is_armed()) {
+                        return Err(format!("flow {}: a read at {:?} left the ACK it owes unsent", f.sender.flow_id, f.receiver.read_due()));
+                    }
                 }
                 let limit_ok = match (self.config.bottleneck.queue_limit_bytes, self.config.bottleneck.queue_limit_packets) {
                     (Some(l), _) => self.bottleneck.max_backlog_bytes <= l,

@@ -328,12 +328,16 @@ impl ReceiveWindow {
         free.min(self.rcv_ssthresh_bytes).div_ceil(granule) * granule
     }
 
+    /// `tcp_receive_window`: what is left of the window last offered, past `rcv_nxt`.
+    fn receive_window_bytes(&self, rcv_nxt: u64) -> u64 {
+        (self.rcv_wup * self.mss_bytes + self.rcv_wnd_bytes).saturating_sub(rcv_nxt * self.mss_bytes)
+    }
+
     /// `__tcp_cleanup_rbuf`'s window-update rule after a read: when what is left of the
     /// advertised window (`tcp_receive_window`) is at most half the clamp, the read sends
     /// an ACK if the window it could offer now is non-zero and at least twice that.
     pub fn read_doubles_window(&self, rcv_nxt: u64, charged_segments: u64) -> bool {
-        let offered_end = self.rcv_wup * self.mss_bytes + self.rcv_wnd_bytes;
-        let window_now = offered_end.saturating_sub(rcv_nxt * self.mss_bytes);
+        let window_now = self.receive_window_bytes(rcv_nxt);
         if 2 * window_now > self.window_clamp_bytes {
             return false;
         }
@@ -347,8 +351,7 @@ impl ReceiveWindow {
         let granule = 1u64 << self.wscale;
         let mut new_win = self.free_window_bytes(charged_segments);
         // tcp_select_window: never shrink what was offered.
-        let offered_end = self.rcv_wup * self.mss_bytes + self.rcv_wnd_bytes;
-        let cur_win = offered_end.saturating_sub(rcv_nxt * self.mss_bytes);
+        let cur_win = self.receive_window_bytes(rcv_nxt);
         if new_win < cur_win {
             new_win = cur_win.div_ceil(granule) * granule;
         }

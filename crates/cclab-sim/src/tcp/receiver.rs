@@ -387,7 +387,8 @@ impl TcpReceiver {
     /// window that has shrunk to half the clamp or less. Evaluated on arrival with the
     /// memory the read will free, which nothing but the read changes until then. The third
     /// rule, a drained queue after a pushed or short segment (`ICSK_ACK_PUSHED`), is left
-    /// out: a bulk sender's segments are full-sized and rarely carry PSH.
+    /// out: the sender sets no PSH here, though Linux's carry it on every multi-segment skb
+    /// (a trial of both is not in the model: docs/FIDELITY.md, model 16).
     pub fn read_will_ack(&self, ack_scheduled: bool) -> bool {
         if self.read_at.is_none() {
             return false;
