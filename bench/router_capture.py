@@ -8,8 +8,12 @@ from its sender, and its ACKs leaving) and `rx` (what left tbf for the receiver)
 result goes to DIR/run-<n>/ beside `s<i>.pcap` and `rx.pcap`. The summary per flow: data
 segments in and out of the bottleneck, drops (in minus out, matched per sequence number in
 FIFO order), how many drops were retransmissions, and the arrival runs (frames of one flow
-less than 30 us apart) inside the window, in seconds after the first SYN. docs/FIDELITY.md
-("Paced senders defer short skbs too") was found this way.
+less than 30 us apart) inside the window, in seconds after the first SYN; in the same window,
+how many of those runs end with PSH (Linux forces it on every skb of more than one segment),
+and the receiver's ACKs by the segments each newly covers and whether the last of them carried
+PSH (an ACK of one pushed segment is the read's, `ICSK_ACK_PUSHED`). `--summarize-only`
+prints the summary of the runs already in DIR without running anything. docs/FIDELITY.md
+("Paced senders defer short skbs too", "The CUBIC pair at 1:2 and PSH") was found this way.
 """
 
 from __future__ import annotations
@@ -133,6 +137,39 @@ def capture_run(scenario: Scenario, out: Path, n_flows: int) -> None:
             proc.wait(timeout=10)
 
 
+def pushed_runs(frames, conn, t0: float, window: tuple[float, float]) -> tuple[int, int]:
+    """(runs of the connection's data frames less than RUN_GAP_S apart, of them ending with
+    PSH) inside the window."""
+    times_flags = [(f[0] - t0, f[7]) for f in frames if (f[1], f[3]) == conn and f[8] > 0]
+    times_flags = [(t, flags) for t, flags in times_flags if window[0] <= t < window[1]]
+    runs = pushed = 0
+    for k, (t, flags) in enumerate(times_flags):
+        if k + 1 == len(times_flags) or times_flags[k + 1][0] - t >= RUN_GAP_S:
+            runs += 1
+            pushed += bool(flags & 0x08)
+    return runs, pushed
+
+
+def acks_by_coverage(departed, conn, mss_bytes: int, t0: float, window: tuple[float, float]) -> collections.Counter:
+    """The receiver's ACKs of the connection inside the window (as they pass the router), by
+    (segments newly acknowledged, capped at 3; whether the last of them carried PSH)."""
+    data_flags = {(f[5] + f[8]) % 2**32: f[7] for f in departed if (f[1], f[3]) == conn and f[8] > 0}
+    counts: collections.Counter = collections.Counter()
+    last_ack = None
+    for f in departed:
+        if (f[2], f[4]) != conn or not f[7] & 0x10 or f[7] & 0x02:
+            continue
+        advance = None if last_ack is None else (f[6] - last_ack) % 2**32
+        if advance is not None and 0 < advance < 2**31:
+            if window[0] <= f[0] - t0 < window[1]:
+                pushed = bool(data_flags.get(f[6], 0) & 0x08)
+                counts[(min(3, round(advance / mss_bytes)), pushed)] += 1
+            last_ack = f[6]
+        elif last_ack is None:
+            last_ack = f[6]
+    return counts
+
+
 def summarize(out: Path, n_flows: int, window: tuple[float, float]) -> list[str]:
     departed = read_pcap(out / "rx.pcap")
     flows = []
@@ -140,10 +177,11 @@ def summarize(out: Path, n_flows: int, window: tuple[float, float]) -> list[str]
         frames = read_pcap(out / f"s{i}.pcap")
         # The data connection carries the most payload (iperf3's control one the least).
         conn = collections.Counter((f[1], f[3]) for f in frames if f[8] > 0).most_common(1)[0][0]
-        flows.append((data_segments(frames, conn), data_segments(departed, conn), min(f[0] for f in frames if (f[1], f[3]) == conn)))
-    t0 = min(syn for _, _, syn in flows)
+        mss_bytes = max(f[8] for f in frames if (f[1], f[3]) == conn)
+        flows.append((data_segments(frames, conn), data_segments(departed, conn), min(f[0] for f in frames if (f[1], f[3]) == conn), frames, conn, mss_bytes))
+    t0 = min(flow[2] for flow in flows)
     lines = []
-    for i, (arrivals, departures, _) in enumerate(flows):
+    for i, (arrivals, departures, _, frames, conn, mss_bytes) in enumerate(flows):
         dropped = collections.Counter(match_drops(arrivals, departures))
         seen: collections.Counter = collections.Counter()
         resent_drops = 0
@@ -157,14 +195,32 @@ def summarize(out: Path, n_flows: int, window: tuple[float, float]) -> list[str]
             f"flow {i}: {len(arrivals)} in, {len(departures)} out, {sum(dropped.values())} dropped "
             f"({resent_drops} of them resent); arrival runs in [{window[0]}, {window[1]}) s: mean {mean:.2f} frames ({common})"
         )
+        n_runs, n_pushed = pushed_runs(frames, conn, t0, window)
+        acks = acks_by_coverage(departed, conn, mss_bytes, t0, window)
+        n_acks = max(1, sum(acks.values()))
+        share = {key: 100 * n / n_acks for key, n in acks.items()}
+        coverage = ", ".join(
+            f"{segs}{'+' if segs == 3 else ''} seg {share.get((segs, True), 0) + share.get((segs, False), 0):.0f}% "
+            f"({share.get((segs, True), 0):.0f}% pushed)"
+            for segs in (1, 2, 3)
+        )
+        lines.append(f"  runs ending with PSH {100 * n_pushed / max(1, n_runs):.0f}%; {sum(acks.values())} ACKs by segments newly acked: {coverage}")
     return lines
 
 
 def main() -> None:
     parser = kernel_runs_cli.parser(__doc__)
     parser.add_argument("--window", type=float, nargs=2, default=(0.1, 1.0), metavar=("FROM_S", "TO_S"))
+    parser.add_argument("--summarize-only", action="store_true", help="summarize the runs already in --out")
     args = parser.parse_args()
     spec = kernel_runs_cli.spec_of(args)
+    if args.summarize_only:
+        n_flows = len(Scenario.model_validate(spec).resolve()["flows"])
+        for out in sorted(args.out.glob("run-*"), key=lambda p: int(p.name.split("-")[1])):
+            print(f"{out}:")
+            for line in summarize(out, n_flows, tuple(args.window)):
+                print("  " + line)
+        return
     for n in range(1, args.runs + 1):
         spec["seed"] = n
         scenario = Scenario.model_validate(spec)
