@@ -18,7 +18,7 @@ import pytest
 from cclab.engines import get_engine
 from cclab.errors import SpecError
 from cclab.fidelity import compare
-from cclab.fidelity.sets import Case, default_set, get_set, quick_set
+from cclab.fidelity.sets import Case, default_set, get_set, only_cases, quick_set
 from cclab.results import RunResult
 from conftest import run_cli
 
@@ -62,6 +62,23 @@ def test_the_default_set_covers_the_regimes_the_issue_names() -> None:
             pairs.setdefault(c.pair, set()).add(c.scenario().flows[0].cc)
     assert pairs and all(members == {"bbr", "cubic"} for members in pairs.values())
     assert {"probe_rtt", "sawtooth"} <= {c.shows for c in default_set().cases}
+
+
+def test_validate_with_a_case_not_in_the_set_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "validate"
+    done = run_cli("validate", "--set", "quick", "--case", "nope", "--out", out)
+    assert done.returncode == 2
+    names = ", ".join(c.name for c in get_set("quick").cases)
+    assert done.stderr.strip().splitlines() == [f"error: --case nope: not in the quick set; its cases: {names}"]
+    assert not out.exists()
+
+
+def test_only_cases_keeps_the_named_cases_in_the_sets_order() -> None:
+    rtt = get_set("rtt")
+    names = [rtt.cases[5].name, rtt.cases[1].name]
+    cut = only_cases(rtt, names)
+    assert [c.name for c in cut.cases] == [rtt.cases[1].name, rtt.cases[5].name]
+    assert cut.name == "rtt" and cut.cases[0] == rtt.cases[1]
 
 
 def test_an_unknown_set_is_one_line_naming_the_option() -> None:

@@ -146,6 +146,7 @@ def validate(
     out: Annotated[Path | None, typer.Option("--out", help="output folder [default: out/validate-<set>]; finished runs there are reused")] = None,
     jobs: Annotated[int | None, typer.Option("--jobs", help="parallel simulator runs [default: all CPUs]; kernel runs go one at a time")] = None,
     repetitions: Annotated[int | None, typer.Option("--repetitions", help="at least this many runs an engine for the cases that compare medians and spreads (5 in the rtt set; 10 or more give the spread test power); finished runs are reused")] = None,
+    case: Annotated[list[str] | None, typer.Option("--case", help="only this case of the set (repeat for more); the report covers only these")] = None,
     executor: ExecutorOption = "local",
     address: AddressOption = None,
 ) -> None:
@@ -158,7 +159,7 @@ def validate(
 
     try:
         with use_executor(_executor_choice(executor, address, jobs)):
-            report = run_validation(set_name, out if out is not None else Path("out") / f"validate-{set_name}", jobs=jobs, repetitions=repetitions)
+            report = run_validation(set_name, out if out is not None else Path("out") / f"validate-{set_name}", jobs=jobs, repetitions=repetitions, cases=case)
         page = write_report(report.out_dir)
     except CclabError as error:
         _fail(error)

@@ -47,6 +47,14 @@ def test_validate_runs_both_engines_reports_every_case_and_reuses_finished_runs(
     assert {key: path.stat().st_mtime_ns for key, path in finished_runs(out).items() if _case(path) not in retried} == stored
     assert len(stored) >= 2  # at least one case was compared, and then reused
 
+    # --case: that case alone, from the runs already there.
+    one = sorted(compared - retried)[0]
+    only = run_cli("validate", "--set", "quick", "--case", one, "--out", out)
+    assert only.returncode == 0, only.stderr
+    with open(out / "comparison.csv", encoding="utf-8") as handle:
+        assert {row["case"] for row in csv.DictReader(handle)} == {one}
+    assert {key: path.stat().st_mtime_ns for key, path in finished_runs(out).items() if _case(path) not in retried} == stored
+
 
 def _case(run_dir: Path) -> str:
     return json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["axis_values"]["case"]

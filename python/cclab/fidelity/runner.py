@@ -23,7 +23,7 @@ import pandas as pd
 from cclab.errors import CclabError, SpecError
 from cclab.fidelity.compare import SPREAD_MIN_REPETITIONS, CaseComparison, ValidationReport, compare_case, summarize
 from cclab.fidelity.report import write_report
-from cclab.fidelity.sets import Case, ValidationSet, get_set
+from cclab.fidelity.sets import Case, ValidationSet, get_set, only_cases
 from cclab.results import RunResult
 from cclab.spec import Scenario
 from cclab.sweep import Expansion, RunSpec, default_jobs, run_key, run_planned
@@ -109,13 +109,17 @@ def run_validation(
     progress: bool = True,
     retry_invalid: bool = True,
     repetitions: int | None = None,
+    cases: list[str] | None = None,
 ) -> ValidationReport:
     """`repetitions`: at least this many runs an engine for the cases that compare medians
-    and spreads (those of SPREAD_MIN_REPETITIONS runs or more); their first runs are reused."""
+    and spreads (those of SPREAD_MIN_REPETITIONS runs or more); their first runs are reused.
+    `cases`: only these cases of the set."""
     from cclab.store import finished_runs
 
     started = time.perf_counter()
     validation_set = get_set(set_name)
+    if cases:
+        validation_set = only_cases(validation_set, cases)
     if repetitions is not None:
         if repetitions < 1:
             raise SpecError(f"--repetitions {repetitions}: must be at least 1")
