@@ -13,7 +13,7 @@ how many of those runs end with PSH (Linux forces it on every skb of more than o
 and the receiver's ACKs by the segments each newly covers and whether the last of them carried
 PSH (an ACK of one pushed segment is the read's, `ICSK_ACK_PUSHED`). `--summarize-only`
 prints the summary of the runs already in DIR without running anything. docs/FIDELITY.md
-("Paced senders defer short skbs too", "The CUBIC pair at 1:2 and PSH") was found this way.
+("Paced senders defer short skbs too", "The CUBIC pair at 1:2") was found this way.
 """
 
 from __future__ import annotations
@@ -208,6 +208,12 @@ def summarize(out: Path, n_flows: int, window: tuple[float, float]) -> list[str]
     return lines
 
 
+def print_summary(title: str, out: Path, n_flows: int, window: tuple[float, float]) -> None:
+    print(title)
+    for line in summarize(out, n_flows, window):
+        print("  " + line)
+
+
 def main() -> None:
     parser = kernel_runs_cli.parser(__doc__)
     parser.add_argument("--window", type=float, nargs=2, default=(0.1, 1.0), metavar=("FROM_S", "TO_S"))
@@ -217,9 +223,7 @@ def main() -> None:
     if args.summarize_only:
         n_flows = len(Scenario.model_validate(spec).resolve()["flows"])
         for out in sorted(args.out.glob("run-*"), key=lambda p: int(p.name.split("-")[1])):
-            print(f"{out}:")
-            for line in summarize(out, n_flows, tuple(args.window)):
-                print("  " + line)
+            print_summary(f"{out}:", out, n_flows, tuple(args.window))
         return
     for n in range(1, args.runs + 1):
         spec["seed"] = n
@@ -227,9 +231,7 @@ def main() -> None:
         n_flows = len(scenario.resolve()["flows"])
         out = args.out / f"run-{n}"
         capture_run(scenario, out, n_flows)
-        print(f"run {n} ({out}):")
-        for line in summarize(out, n_flows, tuple(args.window)):
-            print("  " + line)
+        print_summary(f"run {n} ({out}):", out, n_flows, tuple(args.window))
 
 
 if __name__ == "__main__":

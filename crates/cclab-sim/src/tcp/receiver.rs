@@ -388,7 +388,7 @@ impl TcpReceiver {
     /// memory the read will free, which nothing but the read changes until then. The third
     /// rule, a drained queue after a pushed or short segment (`ICSK_ACK_PUSHED`), is left
     /// out: the sender sets no PSH here, though Linux's carry it on every multi-segment skb
-    /// (a trial of both is not in the model: docs/FIDELITY.md, model 16).
+    /// (a trial of both is not in the model: docs/FIDELITY.md, model 16 and "The CUBIC pair at 1:2").
     pub fn read_will_ack(&self, ack_scheduled: bool) -> bool {
         if self.read_at.is_none() {
             return false;
