@@ -11,14 +11,19 @@ FIFO order), how many drops were retransmissions, and the arrival runs (frames o
 less than 30 us apart) inside the window, in seconds after the first SYN; in the same window,
 how many of those runs end with PSH (Linux forces it on every skb of more than one segment),
 and the receiver's ACKs by the segments each newly covers and whether the last of them carried
-PSH (an ACK of one pushed segment is the read's, `ICSK_ACK_PUSHED`). `--summarize-only`
-prints the summary of the runs already in DIR without running anything. docs/FIDELITY.md
-("Paced senders defer short skbs too", "The CUBIC pair at 1:2") was found this way.
+PSH (an ACK of one pushed segment is the read's, `ICSK_ACK_PUSHED`). Over the whole run, the
+bottleneck's service stalls: departures that left a backlogged queue more than 200 us later
+than a frame's transmit time after the one before, their length's Pareto exponent, and the
+link time tbf's bucket could not make up (pooled over the runs at the end; the simulator's
+stall.rs draws from these). `--summarize-only` prints the summary of the runs already in DIR
+without running anything. docs/FIDELITY.md ("Paced senders defer short skbs too", "The CUBIC
+pair at 1:2", "The bottleneck stalls") was found this way.
 """
 
 from __future__ import annotations
 
 import collections
+import shutil
 import signal
 import struct
 import subprocess
@@ -31,8 +36,11 @@ import kernel_runs_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
+import numpy as np  # noqa: E402
+
 import cclab  # noqa: E402
 from cclab.engines.kernel.netns import NETNS_DIR, NAME_PREFIX  # noqa: E402
+from cclab.engines.kernel.shaping import tbf_burst_bytes  # noqa: E402
 from cclab.spec import Scenario  # noqa: E402
 
 #: Frames of one flow closer than this arrived back to back (one GSO skb).
@@ -40,6 +48,11 @@ RUN_GAP_S = 30e-6
 #: A departure pairs with an arrival of its sequence number at most this much earlier.
 MAX_QUEUE_DELAY_S = 0.5
 SNAPLEN_BYTES = 96
+#: A dequeue this much later than the link could have sent is a stall (shorter lateness is
+#: what the simulator's ACK jitter stands for).
+STALL_MIN_S = 200e-6
+#: Ethernet, IP and TCP (with timestamps) headers: a data frame as tbf counts it.
+FRAME_OVERHEAD_BYTES = 14 + 20 + 32
 POLL_S = 0.002
 
 
@@ -170,7 +183,49 @@ def acks_by_coverage(departed, conn, mss_bytes: int, t0: float, window: tuple[fl
     return counts
 
 
-def summarize(out: Path, n_flows: int, window: tuple[float, float]) -> list[str]:
+def service_stalls(departed, flows, rate_bps: float) -> tuple[list[float], float, float, int]:
+    """(stall lengths beyond a frame's transmit time, link time lost, backlogged time,
+    departures): tbf's bucket replayed over the departures of every flow's data. A departure
+    that waited (arrivals so far outnumber departures and drops) and left more than
+    STALL_MIN_S late is a stall; the link loses time when the bucket would overflow while
+    packets wait."""
+    conns = {flow[4] for flow in flows}
+    departures = [(f[0], f[8] + FRAME_OVERHEAD_BYTES) for f in departed if (f[1], f[3]) in conns and f[8] > 0]
+    arrival_times = np.sort([t for flow in flows for t, _ in flow[0]])
+    drop_times = np.sort([t for flow in flows for t, _ in match_drops(flow[0], flow[1])])
+    t_out = np.array([t for t, _ in departures])
+    waiting = np.searchsorted(arrival_times, t_out, side="right") - np.arange(1, len(t_out) + 1) - np.searchsorted(drop_times, t_out, side="right")
+    bytes_per_s, burst_bytes = rate_bps / 8, tbf_burst_bytes(int(rate_bps))
+    stalls, lost_s, backlogged_s, tokens = [], 0.0, 0.0, float(burst_bytes)
+    for i in range(1, len(departures)):
+        gap_s, frame_bytes = departures[i][0] - departures[i - 1][0], departures[i][1]
+        filled = tokens + bytes_per_s * gap_s
+        if waiting[i - 1] > 0:
+            backlogged_s += gap_s
+            if gap_s - frame_bytes / bytes_per_s > STALL_MIN_S:
+                stalls.append(gap_s - frame_bytes / bytes_per_s)
+            lost_s += max(0.0, filled - burst_bytes) / bytes_per_s
+        # A departure sooner than the tokens allow is the capture's timing, not tbf's.
+        tokens = max(0.0, min(float(burst_bytes), filled) - frame_bytes)
+    return stalls, lost_s, backlogged_s, len(departures)
+
+
+def stall_line(stalls: list[float], lost_s: float, backlogged_s: float, departures: int) -> str:
+    if not stalls:
+        return f"service stalls (> {STALL_MIN_S * 1e6:.0f} us late, queue backlogged): none in {departures} departures"
+    excess = np.array(stalls)
+    # Maximum-likelihood exponent of a Pareto tail from STALL_MIN_S.
+    exponent = len(excess) / np.log(excess / STALL_MIN_S).sum()
+    p50, p90 = np.percentile(excess * 1e6, [50, 90])
+    return (
+        f"service stalls (> {STALL_MIN_S * 1e6:.0f} us late, queue backlogged): {len(excess)} in {departures} departures "
+        f"({len(excess) / departures:.2e} each), length p50 {p50:.0f} us, p90 {p90:.0f} us, max {excess.max() * 1e6:.0f} us, "
+        f"Pareto exponent {exponent:.2f}; link time lost {lost_s * 1e3:.2f} ms ({100 * lost_s / max(backlogged_s, 1e-9):.3f}% of {backlogged_s:.1f} s backlogged)"
+    )
+
+
+def summarize(out: Path, n_flows: int, window: tuple[float, float], rate_bps: float, pooled: list | None = None) -> list[str]:
+    """The run's summary lines; its stalls are added to `pooled` (stalls, lost, backlogged, departures)."""
     departed = read_pcap(out / "rx.pcap")
     flows = []
     for i in range(n_flows):
@@ -205,12 +260,17 @@ def summarize(out: Path, n_flows: int, window: tuple[float, float]) -> list[str]
             for segs in (1, 2, 3)
         )
         lines.append(f"  runs ending with PSH {100 * n_pushed / max(1, n_runs):.0f}%; {sum(acks.values())} ACKs by segments newly acked: {coverage}")
+    stalls, lost_s, backlogged_s, departures = service_stalls(departed, flows, rate_bps)
+    lines.append(stall_line(stalls, lost_s, backlogged_s, departures))
+    if pooled is not None:
+        pooled[0] += stalls
+        pooled[1:] = [pooled[1] + lost_s, pooled[2] + backlogged_s, pooled[3] + departures]
     return lines
 
 
-def print_summary(title: str, out: Path, n_flows: int, window: tuple[float, float]) -> None:
+def print_summary(title: str, out: Path, n_flows: int, window: tuple[float, float], rate_bps: float, pooled: list) -> None:
     print(title)
-    for line in summarize(out, n_flows, window):
+    for line in summarize(out, n_flows, window, rate_bps, pooled):
         print("  " + line)
 
 
@@ -220,18 +280,26 @@ def main() -> None:
     parser.add_argument("--summarize-only", action="store_true", help="summarize the runs already in --out")
     args = parser.parse_args()
     spec = kernel_runs_cli.spec_of(args)
+    rate_bps = Scenario.model_validate(spec).resolve()["bottleneck"]["rate_bps"]
+    pooled: list = [[], 0.0, 0.0, 0]
     if args.summarize_only:
         n_flows = len(Scenario.model_validate(spec).resolve()["flows"])
         for out in sorted(args.out.glob("run-*"), key=lambda p: int(p.name.split("-")[1])):
-            print_summary(f"{out}:", out, n_flows, tuple(args.window))
+            print_summary(f"{out}:", out, n_flows, tuple(args.window), rate_bps, pooled)
+        print("all runs: " + stall_line(*pooled))
         return
+    if shutil.which("tcpdump") is None:
+        # Not one of cclab's own dependencies: only this bench tool captures.
+        print("error: router_capture needs tcpdump (apt-get install tcpdump)", file=sys.stderr)
+        sys.exit(2)
     for n in range(1, args.runs + 1):
         spec["seed"] = n
         scenario = Scenario.model_validate(spec)
         n_flows = len(scenario.resolve()["flows"])
         out = args.out / f"run-{n}"
         capture_run(scenario, out, n_flows)
-        print_summary(f"run {n} ({out}):", out, n_flows, tuple(args.window))
+        print_summary(f"run {n} ({out}):", out, n_flows, tuple(args.window), rate_bps, pooled)
+    print("all runs: " + stall_line(*pooled))
 
 
 if __name__ == "__main__":
