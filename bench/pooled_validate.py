@@ -1,15 +1,16 @@
 """`cclab validate`'s comparison over more runs: kernel samples pooled, several seeds per start.
 
     .venv/bin/python bench/pooled_validate.py --set rtt --kernel DIR [DIR ...] --starts DIR [DIR ...] [--seeds 6]
-        [--jitter-us US]
+        [--jitter-us US] [--stall-per-packet P]
 
 Each DIR is a `cclab validate --out` folder of the set. The valid kernel runs of every
 `--kernel` folder are pooled (20 a case from two samples of ten). The simulator runs each case
 once per simulator run of the `--starts` folders (keeping its paired start times), with that
 run's seed and `--seeds - 1` more, on the installed simulator. Both sides then go through
 validate's own comparison (`compare_case`, `summarize`): goodput error, share error, spread.
-The simulator runs keep the `jitter_us` their folder recorded unless `--jitter-us` sets it
-(to judge a new default against folders made under an old one).
+The simulator runs keep the `jitter_us` and `stall_per_packet` their folder recorded unless
+`--jitter-us` or `--stall-per-packet` sets them (to judge a new default against folders made
+under an old one, or a model against the one before it: `--stall-per-packet 0` is model 16).
 
 Why: at ten runs a side, a case's share error moves by several points and its IQR by more
 than 2x from one sample of seeds to the next, on the kernel too (docs/FIDELITY.md, "Shares
@@ -59,6 +60,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--jitter-us", type=float, default=None)
+    parser.add_argument("--stall-per-packet", type=float, default=None)
     args = parser.parse_args()
     kernel: dict[str, list[RunResult]] = collections.defaultdict(list)
     for directory in args.kernel:
@@ -79,6 +81,8 @@ def main() -> None:
                 scenario = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["scenario"]
                 if args.jitter_us is not None:
                     scenario = dict(scenario, jitter_us=args.jitter_us)
+                if args.stall_per_packet is not None:
+                    scenario = dict(scenario, stall_per_packet=args.stall_per_packet)
                 scenarios += [dict(scenario, seed=scenario.get("seed", 1) + k * SEED_STRIDE) for k in range(args.seeds)]
             sims = list(pool.map(simulate, scenarios))
             c = compare_case(case, sims, kernel[case.name])

@@ -39,6 +39,7 @@ BAD_SPECS = {
     "warmup_past_duration": (VALID_SPEC + "\n[output]\nwarmup_s = 7.5\n", "output.warmup_s: must be < duration_s (5) (got 7.5)"),
     "negative_warmup": (VALID_SPEC + "\n[output]\nwarmup_s = -1\n", "output.warmup_s: must be >= 0 (got -1)"),
     "negative_jitter": ("jitter_us = -3\n" + VALID_SPEC, "jitter_us: must be >= 0 (got -3)"),
+    "stall_share_over_one": ("stall_per_packet = 2\n" + VALID_SPEC, "stall_per_packet: must be <= 1 (got 2)"),
     "toml_syntax": (edited("rate_mbps = 50", "rate_mbps 50"), "TOML syntax error"),
     "unknown_aqm": (edited("loss = 0.0", 'loss = 0.0\naqm = "sfq"'), "bottleneck.aqm: must be one of"),
     "aqm_param_of_another_aqm": (edited("loss = 0.0", 'loss = 0.0\naqm = "codel"\n[bottleneck.aqm_params]\ntupdate_ms = 10'), "bottleneck.aqm_params.tupdate_ms"),

@@ -1,5 +1,6 @@
-"""The simulator's seeded timing noise (`jitter_us`): seeds spread the way kernel repetitions
-do, each seed replays exactly, 0 is the noiseless model, and a kernel run ignores it."""
+"""The simulator's seeded timing noise (`jitter_us`, `stall_per_packet`): seeds spread the way
+kernel repetitions do, each seed replays exactly, both 0 is the noiseless model, and a kernel
+run ignores them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 from cclab.engines.sim import SimEngine
 from cclab.spec import Scenario
-from cclab.spec.scenario import KERNEL_ACK_JITTER_US
+from cclab.spec.scenario import KERNEL_ACK_JITTER_US, KERNEL_STALL_PER_PACKET
 from cclab.sweep import run_key
 
 pytestmark = pytest.mark.sim
@@ -37,19 +38,29 @@ def test_by_default_seeds_differ_and_a_seed_replays_exactly() -> None:
     assert all(sum(r) <= 50 * 1448 / 1514 for r in runs)
 
 
-def test_zero_jitter_is_the_noiseless_model_where_seeds_do_not_matter() -> None:
-    runs = {tuple(goodputs(cubic_pair(seed=seed, jitter_us=0))) for seed in (1, 2, 3)}
+def test_no_noise_is_the_noiseless_model_where_seeds_do_not_matter() -> None:
+    runs = {tuple(goodputs(cubic_pair(seed=seed, jitter_us=0, stall_per_packet=0))) for seed in (1, 2, 3)}
     assert len(runs) == 1, runs
+
+
+def test_stalls_alone_make_seeds_differ() -> None:
+    # A hundred times the measured rate, so that some stall lands in a 6 s run of 50 Mbit/s.
+    runs = {tuple(goodputs(cubic_pair(seed=seed, jitter_us=0, stall_per_packet=0.0144))) for seed in (1, 2, 3)}
+    assert len(runs) >= 2, runs
 
 
 def test_the_run_records_which_noise_ran() -> None:
     result = SimEngine().run(cubic_pair(duration_s=1))
     assert result.provenance["jitter"]["ack_mean_ns"] == round(KERNEL_ACK_JITTER_US * 1e3)
-    quiet = SimEngine().run(cubic_pair(duration_s=1, jitter_us=0))
+    assert result.provenance["jitter"]["stall_per_packet"] == KERNEL_STALL_PER_PACKET
+    assert "stall.rs" in result.provenance["jitter"]["model"]
+    quiet = SimEngine().run(cubic_pair(duration_s=1, jitter_us=0, stall_per_packet=0))
     assert quiet.provenance["jitter"]["ack_mean_ns"] == 0
+    assert quiet.provenance["jitter"]["model"] == "none: the noiseless model"
 
 
-def test_jitter_changes_a_simulator_run_but_not_a_kernel_run() -> None:
-    noisy, quiet = cubic_pair().resolve(), cubic_pair(jitter_us=0).resolve()
+@pytest.mark.parametrize("quiet_field", ["jitter_us", "stall_per_packet"])
+def test_noise_changes_a_simulator_run_but_not_a_kernel_run(quiet_field: str) -> None:
+    noisy, quiet = cubic_pair().resolve(), cubic_pair(**{quiet_field: 0}).resolve()
     assert run_key(noisy, "sim") != run_key(quiet, "sim")
     assert run_key(noisy, "kernel") == run_key(quiet, "kernel")

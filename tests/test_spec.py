@@ -52,6 +52,7 @@ def test_resolve_fills_every_default_of_the_contract() -> None:
         "flow_sample_interval_ns": 100_000_000,
         "queue_sample_interval_ns": 1_000_000,
         "jitter_ns": 30_700,  # the kernel engine's measured ACK-to-data noise (KERNEL_ACK_JITTER_US)
+        "stall_per_packet": 1.44e-4,  # its bottleneck's measured stalls (KERNEL_STALL_PER_PACKET)
     }
 
 

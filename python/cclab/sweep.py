@@ -179,6 +179,10 @@ class Expansion:
     duplicates: list[RunSpec] = field(default_factory=list)
 
 
+#: Resolved-config keys of the simulator's seeded timing noise (Scenario.jitter_us, stall_per_packet).
+SIM_NOISE_KEYS = ("jitter_ns", "stall_per_packet")
+
+
 def run_key(config: dict[str, Any], engine: str) -> str:
     """A stable name for a run: hash of its resolved engine config, the engine and the
     engine's model version (so a changed simulator never reuses an old run)."""
@@ -186,8 +190,8 @@ def run_key(config: dict[str, Any], engine: str) -> str:
 
     model = get_engine(engine).model_version
     if engine != "sim":
-        # The simulator's stand-in for timing noise: a kernel run has its own and never reads it.
-        config = {key: value for key, value in config.items() if key != "jitter_ns"}
+        # The simulator's stand-ins for timing noise: a kernel run has its own and never reads them.
+        config = {key: value for key, value in config.items() if key not in SIM_NOISE_KEYS}
     text = json.dumps({"engine": engine, "model": model, "config": config}, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 

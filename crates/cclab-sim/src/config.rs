@@ -22,6 +22,9 @@ pub struct SimConfig {
     /// Mean lateness of each ACK (seeded exponential noise, see `jitter.rs`); 0: none.
     #[serde(default)]
     pub jitter_ns: u64,
+    /// Share of the departures that waited whose dequeue stalls (seeded, see `stall.rs`); 0: none.
+    #[serde(default)]
+    pub stall_per_packet: f64,
     /// The receiver advertises Linux's autotuned window (tcp/receive_window.rs);
     /// false: it never limits its sender (models up to 8). A flow with a fixed
     /// `rwnd_bytes` keeps that instead.
@@ -137,6 +140,7 @@ impl SimConfig {
             queue_sample_interval_ns: default_queue_sample_interval_ns(),
             warmup_ns: 0,
             jitter_ns: 0,
+            stall_per_packet: 0.0,
             receive_window_autotuning: true,
         }
     }
@@ -162,6 +166,9 @@ impl SimConfig {
             (None, Some(pkts)) if pkts >= 1 => {}
             (None, Some(_)) => return Err("bottleneck.queue_limit_packets: must be >= 1".into()),
             _ => return Err("bottleneck: exactly one of queue_limit_bytes and queue_limit_packets must be set".into()),
+        }
+        if !(0.0..=1.0).contains(&self.stall_per_packet) {
+            return Err(format!("stall_per_packet: must be in [0, 1], got {}", self.stall_per_packet));
         }
         if self.warmup_ns >= self.duration_ns {
             return Err("warmup_ns: must be < duration_ns".into());

@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod network;
 pub mod result;
 pub mod sim;
+pub mod stall;
 pub mod tcp;
 pub mod window;
 
@@ -66,7 +67,10 @@ pub use sim::Simulation;
 /// (`__tcp_cleanup_rbuf`): two or more segments unacknowledged behind a window the unread
 /// data would have shrunk, or a window the read doubles. Before, that ACK waited for the
 /// next segment or the 40 ms delayed-ACK timer.
-pub const MODEL_VERSION: u32 = 16;
+/// 17: the bottleneck's dequeue stalls now and then (`stall_per_packet`, on by default;
+/// stall.rs), as tbf's does on the kernel engine: a Pareto-tailed wait of 0.2-6 ms, after
+/// which the bucket's tokens let the queue catch up. `stall_per_packet = 0` gives model 16.
+pub const MODEL_VERSION: u32 = 17;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

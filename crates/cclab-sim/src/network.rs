@@ -4,6 +4,7 @@
 use cclab_aqm::delivery_trace::DeliveryTrace;
 use crate::FRAME_OVERHEAD_BYTES;
 use cclab_aqm::{AnyQdisc, DropReason, Dropped, Ecn, Packet, Qdisc, QueueLimit};
+use crate::stall::BottleneckStalls;
 use cclab_cc::rng::SimRng;
 use cclab_cc::{Bandwidth, SimDuration, SimTime};
 use std::collections::VecDeque;
@@ -117,6 +118,8 @@ pub struct Bottleneck {
     last_departure: SimTime,
     qdisc: AnyQdisc<DataPacket>,
     rng: SimRng,
+    /// Late dequeues (stall.rs); none unless `set_stalls`.
+    stalls: BottleneckStalls,
     /// Packets dequeued and waiting for their tokens: (departure, frame bytes).
     /// At most one unless `eager`.
     held: VecDeque<(SimTime, u32)>,
@@ -152,6 +155,7 @@ impl Bottleneck {
             eager: matches!(qdisc, AnyQdisc::Fifo(_)),
             qdisc,
             rng,
+            stalls: BottleneckStalls::none(),
             held: VecDeque::new(),
             held_bytes: 0,
             departed: Vec::new(),
@@ -163,6 +167,11 @@ impl Bottleneck {
             window_max_backlog_bytes: 0,
             sojourn: SojournHistogram::default(),
         }
+    }
+
+    /// Dequeues stall as `stalls` draws (token bucket only: a delivery trace has its own timing).
+    pub fn set_stalls(&mut self, stalls: BottleneckStalls) {
+        self.stalls = stalls;
     }
 
     /// Serves the queue from a delivery trace from now on (instead of the token bucket).
@@ -285,13 +294,12 @@ impl Bottleneck {
         } else {
             let credit = (self.credit_ns + (start - self.last_departure).as_nanos()).min(self.burst_ns);
             let cost = self.rate.transmit_time(frame_bytes as u64).as_nanos();
-            if credit >= cost {
-                self.credit_ns = credit - cost;
-                start
-            } else {
-                self.credit_ns = 0;
-                start + SimDuration(cost - credit)
-            }
+            let (departure, credit_left) = if credit >= cost { (start, credit - cost) } else { (start + SimDuration(cost - credit), 0) };
+            // A packet that had to wait is sent by a later dequeue, which may stall; tokens
+            // accrue meanwhile, so the packets behind it catch up up to the bucket's depth.
+            let stall = if departure > pkt.meta.enqueue_time { self.stalls.draw() } else { SimDuration::ZERO };
+            self.credit_ns = (credit_left + stall.as_nanos()).min(self.burst_ns);
+            departure + stall
         };
         self.last_departure = departure;
         self.held.push_back((departure, frame_bytes));
@@ -493,6 +501,47 @@ mod tests {
         let expected = rate.transmit_time(FRAME as u64).as_nanos() * (500 - burst_frames);
         let diff = last.as_nanos() as i64 - expected as i64;
         assert!(diff.abs() <= rate.transmit_time(FRAME as u64).as_nanos() as i64, "last departure {last:?}, expected ~{expected}");
+    }
+
+    /// A backlog of `n` frames at time 0 drained at `rate`, with stalls after `per_packet` of
+    /// the departures that waited (0: none): every departure time.
+    fn drain_backlog(rate: Bandwidth, n: u64, per_packet: f64) -> Vec<SimTime> {
+        let mut b = fifo(rate, QueueLimit::Bytes(n * FRAME as u64));
+        if per_packet > 0.0 {
+            b.set_stalls(BottleneckStalls::new(SimRng::new(7), per_packet));
+        }
+        for i in 0..n {
+            b.enqueue(SimTime::ZERO, frame(i));
+        }
+        drain(&mut b, SimTime(u64::MAX))
+    }
+
+    #[test]
+    fn a_stall_shorter_than_the_bucket_delays_packets_but_costs_the_link_no_time() {
+        // 10 Mbit/s: the bucket's 10 frames are 12.1 ms of tokens, more than any stall.
+        let rate = Bandwidth::from_mbps(10);
+        let (quiet, stalled) = (drain_backlog(rate, 3000, 0.0), drain_backlog(rate, 3000, 0.005));
+        assert!(stalled.windows(2).all(|w| w[0] <= w[1]), "departures stay in order");
+        assert!(quiet.iter().zip(&stalled).any(|(q, s)| s.as_nanos() >= q.as_nanos() + crate::stall::STALL_MIN.as_nanos()));
+        // Tokens accrue through each stall, and the packets behind it catch up.
+        assert_eq!(stalled.last(), quiet.last());
+    }
+
+    #[test]
+    fn a_stall_longer_than_the_bucket_loses_the_excess() {
+        // 300 Mbit/s: the bucket holds 404 us; every stall drawn is at least 200 us.
+        let rate = Bandwidth::from_mbps(300);
+        let n = 20_000;
+        let (quiet, stalled) = (drain_backlog(rate, n, 0.0), drain_backlog(rate, n, 0.002));
+        let lost_ns = stalled.last().unwrap().as_nanos() - quiet.last().unwrap().as_nanos();
+        // The same draws, replayed for the packets that waited (not the first burst's): the
+        // link loses at most each stall's excess over the bucket.
+        let waited = quiet.iter().filter(|t| **t > SimTime::ZERO).count();
+        let mut stalls = BottleneckStalls::new(SimRng::new(7), 0.002);
+        let burst_ns = tbf_burst_ns(rate, FRAME as u64);
+        let excess_ns: u64 = (0..waited).map(|_| stalls.draw().as_nanos().saturating_sub(burst_ns)).sum();
+        assert!(excess_ns > 0);
+        assert!(lost_ns > 0 && lost_ns <= excess_ns, "lost {lost_ns} ns, stalls' excess {excess_ns} ns");
     }
 
     #[test]

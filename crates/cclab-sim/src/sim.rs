@@ -16,6 +16,7 @@ use crate::config::SimConfig;
 use crate::event::{Event, EventQueue, LazyTimer, PipeId, TimerKind};
 use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
 use crate::jitter::AckJitter;
+use crate::stall::BottleneckStalls;
 use crate::network::{Bottleneck, DataPacket, Pipe};
 use crate::tcp::receive_window::{ReceiveWindow, IPERF3_COOKIE_BYTES, KERNEL_SEGMENT_TRUESIZE_BYTES};
 use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
@@ -34,6 +35,7 @@ pub const ACCESS_RATE_FACTOR: u64 = 10;
 /// The qdisc's random stream (RED, PIE), apart from the loss and CC streams.
 const QDISC_RNG_STREAM: u64 = 1 << 32;
 const ACK_JITTER_RNG_STREAM: u64 = 2 << 32;
+const STALL_RNG_STREAM: u64 = 3 << 32;
 /// How often `run_observed` hands control to its observer: at tens of millions of
 /// events per second this is a few hundred times a second, cheap against the events.
 pub const OBSERVE_EVERY_EVENTS: u64 = 1 << 14;
@@ -187,6 +189,10 @@ impl Simulation {
         let mut bottleneck = Bottleneck::new(rate, limit, FULL_FRAME_BYTES as u64, qdisc, qdisc_rng);
         // Forked last, so that jitter moves no other stream.
         let ack_jitter = AckJitter::new(root_rng.fork(ACK_JITTER_RNG_STREAM), config.jitter_ns);
+        // Forked after jitter's, for the same reason; none drawn at 0 (model 16's runs).
+        if config.stall_per_packet > 0.0 {
+            bottleneck.set_stalls(BottleneckStalls::new(root_rng.fork(STALL_RNG_STREAM), config.stall_per_packet));
+        }
         if let Some(times_ms) = &b.trace_ms {
             bottleneck.use_trace(DeliveryTrace::new(times_ms));
         }

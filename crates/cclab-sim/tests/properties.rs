@@ -61,6 +61,9 @@ fn arb_config() -> impl Strategy<Value = SimConfig> {
             warmup_ns: 0,
             // 0, 5, 10 or 15 us of ACK jitter: the laws hold with and without it.
             jitter_ns: (seed % 4) * 5_000,
+            // No stalls, the measured rate, and a hundred times it: queue, conservation and
+            // the rate ceiling hold through the catch-up bursts.
+            stall_per_packet: [0.0, 1.44e-4, 1.44e-2][(seed / 4 % 3) as usize],
             // Both receivers: Linux's autotuned window, and one that never limits.
             receive_window_autotuning: seed % 8 != 1,
         })

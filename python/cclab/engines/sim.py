@@ -43,8 +43,12 @@ class SimEngine:
             result = json.loads(output)
         except json.JSONDecodeError as error:
             raise EngineError(f"sim engine: result is not JSON: {error}") from None
-        jitter_ns = config.get("jitter_ns", 0)
-        model = "seeded exponential lateness of each ACK, in order (crates/cclab-sim/src/jitter.rs)" if jitter_ns else "none: the noiseless model"
+        jitter_ns, stall_per_packet = config.get("jitter_ns", 0), config.get("stall_per_packet", 0.0)
+        kinds = [
+            *(["seeded exponential lateness of each ACK, in order (crates/cclab-sim/src/jitter.rs)"] if jitter_ns else []),
+            *(["seeded Pareto-tailed stalls of the bottleneck's dequeue (crates/cclab-sim/src/stall.rs)"] if stall_per_packet else []),
+        ]
+        model = "; ".join(kinds) or "none: the noiseless model"
         window = (
             "Linux 6.18 receive-buffer autotuning and window selection, 2288 B of memory per segment "
             "(crates/cclab-sim/src/tcp/receive_window.rs)"
@@ -53,7 +57,7 @@ class SimEngine:
         )
         result["provenance"] = {
             **result.get("provenance", {}),
-            "jitter": {"ack_mean_ns": jitter_ns, "model": model},
+            "jitter": {"ack_mean_ns": jitter_ns, "stall_per_packet": stall_per_packet, "model": model},
             "receive_window": window,
         }
         return RunResult.from_engine_output(result, spec=config, engine=self.name)

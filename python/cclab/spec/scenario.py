@@ -50,6 +50,11 @@ MAX_RTT_MS = 60_000
 #   the data it clocks arriving back, in router captures of CUBIC (bench/router_capture.py;
 #   median 19.9, p99 81.8 us over a 16-18 us minimum; docs/FIDELITY.md).
 KERNEL_ACK_JITTER_US = 30.7  # 7.6 + 23.1
+# The simulator's default stalls of the bottleneck's dequeue (crates/cclab-sim/src/stall.rs):
+# in router captures of the kernel engine here (bench/router_capture.py, one CUBIC flow at 100
+# and 300 Mbit/s), 1.44e-4 of the departures left a backlogged queue more than 200 us later
+# than the one before plus its transmit time; the stall's length is Pareto-tailed, up to 6 ms.
+KERNEL_STALL_PER_PACKET = 1.44e-4
 # A host's timing noise, not a path's delay: past a second it would be neither.
 MAX_JITTER_US = 1_000_000
 
@@ -236,9 +241,11 @@ def read_toml(path: Path, *, what: str | None = None) -> dict[str, Any]:
 class Scenario(_Strict):
     duration_s: float = Field(gt=0)
     seed: int = Field(default=1, ge=0, lt=2**64)
-    # The simulator's seeded timing noise (mean ACK lateness); 0 replays the noiseless model.
-    # The kernel has its own and ignores this.
+    # The simulator's seeded timing noise, two kinds: the mean ACK lateness, and the share of
+    # waiting packets whose dequeue at the bottleneck stalls. Both 0 replay the noiseless
+    # model. The kernel has its own and ignores them.
     jitter_us: float = Field(default=KERNEL_ACK_JITTER_US, ge=0, le=MAX_JITTER_US)
+    stall_per_packet: float = Field(default=KERNEL_STALL_PER_PACKET, ge=0, le=1)
     engine: EngineName = "sim"
     bottleneck: Bottleneck
     flows: list[Flow] = Field(min_length=1)
@@ -337,6 +344,7 @@ class Scenario(_Strict):
             # (sweep.run_key), it had before warm-ups existed; engines default it to 0.
             **({"warmup_ns": _ns(self.output.warmup_s, 1e9)} if self.output.warmup_s > 0 else {}),
             "jitter_ns": round(self.jitter_us * 1e3),
+            "stall_per_packet": self.stall_per_packet,
         }
 
 

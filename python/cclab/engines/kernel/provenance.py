@@ -77,7 +77,7 @@ def provenance(
         "bottleneck_qdisc": _bottleneck_qdisc(m, rate, limit_bytes),
         "userspace_bottleneck": _userspace_bottleneck(m),
         "delay": _delay(choice, m, delay_report, delay_of_queue, rate),
-        # The spec's jitter_us is the simulator's stand-in for this run's own noise.
+        # The spec's jitter_us and stall_per_packet are the simulator's stand-ins for this run's own noise.
         "jitter": {"model": "the kernel's own timing noise (scheduling, timers, the delay line's lateness in delay.report)"},
         "loss": {
             "mechanism": "iptables statistic --mode random" if config["bottleneck"].get("loss_probability") else None,
