@@ -1,13 +1,15 @@
 """`cclab validate`'s comparison over more runs: kernel samples pooled, several seeds per start.
 
     .venv/bin/python bench/pooled_validate.py --set rtt --kernel DIR [DIR ...] --starts DIR [DIR ...] [--seeds 6]
-        [--jitter-us US] [--stall-per-packet P]
+        [--seed-offset K] [--jitter-us US] [--stall-per-packet P]
 
 Each DIR is a `cclab validate --out` folder of the set. The valid kernel runs of every
 `--kernel` folder are pooled (20 a case from two samples of ten). The simulator runs each case
 once per simulator run of the `--starts` folders (keeping its paired start times), with that
-run's seed and `--seeds - 1` more, on the installed simulator. Both sides then go through
-validate's own comparison (`compare_case`, `summarize`): goodput error, share error, spread.
+run's seed and `--seeds - 1` more, on the installed simulator; `--seed-offset K` takes the
+K-th to (K + seeds - 1)-th of that sequence instead, to see how far a case moves with the
+seeds. Both sides then go through validate's own comparison (`compare_case`, `summarize`):
+goodput error, share error, spread.
 The simulator runs keep the `jitter_us` and `stall_per_packet` their folder recorded unless
 `--jitter-us` or `--stall-per-packet` sets them (to judge a new default against folders made
 under an old one, or a model against the one before it: `--stall-per-packet 0` is model 16).
@@ -58,6 +60,7 @@ def main() -> None:
     parser.add_argument("--kernel", type=Path, nargs="+", required=True)
     parser.add_argument("--starts", type=Path, nargs="+", required=True)
     parser.add_argument("--seeds", type=int, default=6)
+    parser.add_argument("--seed-offset", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--jitter-us", type=float, default=None)
     parser.add_argument("--stall-per-packet", type=float, default=None)
@@ -83,7 +86,8 @@ def main() -> None:
                     scenario = dict(scenario, jitter_us=args.jitter_us)
                 if args.stall_per_packet is not None:
                     scenario = dict(scenario, stall_per_packet=args.stall_per_packet)
-                scenarios += [dict(scenario, seed=scenario.get("seed", 1) + k * SEED_STRIDE) for k in range(args.seeds)]
+                seeds = range(args.seed_offset, args.seed_offset + args.seeds)
+                scenarios += [dict(scenario, seed=scenario.get("seed", 1) + k * SEED_STRIDE) for k in seeds]
             sims = list(pool.map(simulate, scenarios))
             c = compare_case(case, sims, kernel[case.name])
             comparisons.append(c)
