@@ -8,7 +8,8 @@
 //! the pipe keeps ACKs in order, as the delay line's FIFO queues do. The default mean adds
 //! the sender host's turnaround (ACK in to data out, 23.1 us over its minimum in router
 //! captures; python/cclab/spec/scenario.py). Sender timer slack and the tbf watchdog's
-//! latency are not modelled apart: this one noise stands for them all.
+//! usual latency are not modelled apart: this one noise stands for them all. The watchdog's
+//! rare long stalls (0.2-6 ms) are `stall.rs`'s.
 
 use cclab_cc::rng::SimRng;
 use cclab_cc::SimDuration;
