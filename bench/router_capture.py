@@ -23,6 +23,7 @@ pair at 1:2", "The bottleneck stalls") was found this way.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import shutil
 import signal
 import struct
@@ -40,7 +41,8 @@ import numpy as np  # noqa: E402
 
 import cclab  # noqa: E402
 from cclab.engines.kernel.netns import NETNS_DIR, NAME_PREFIX  # noqa: E402
-from cclab.engines.kernel.shaping import tbf_burst_bytes  # noqa: E402
+from cclab.engines.kernel.shaping import FRAME_BYTES, HEADERS_BYTES, tbf_burst_bytes  # noqa: E402
+from cclab.engines.kernel.topology import MTU_BYTES  # noqa: E402
 from cclab.spec import Scenario  # noqa: E402
 
 #: Frames of one flow closer than this arrived back to back (one GSO skb).
@@ -52,7 +54,7 @@ SNAPLEN_BYTES = 96
 #: what the simulator's ACK jitter stands for).
 STALL_MIN_S = 200e-6
 #: Ethernet, IP and TCP (with timestamps) headers: a data frame as tbf counts it.
-FRAME_OVERHEAD_BYTES = 14 + 20 + 32
+FRAME_OVERHEAD_BYTES = FRAME_BYTES - MTU_BYTES + HEADERS_BYTES
 POLL_S = 0.002
 
 
@@ -183,9 +185,38 @@ def acks_by_coverage(departed, conn, mss_bytes: int, t0: float, window: tuple[fl
     return counts
 
 
-def service_stalls(departed, flows, rate_bps: float) -> tuple[list[float], float, float, int]:
-    """(stall lengths beyond a frame's transmit time, link time lost, backlogged time,
-    departures): tbf's bucket replayed over the departures of every flow's data. A departure
+@dataclasses.dataclass
+class Stalls:
+    """The bottleneck's service stalls over one run or several."""
+
+    lengths_s: list[float] = dataclasses.field(default_factory=list)  # beyond a frame's transmit time
+    lost_s: float = 0.0  # link time tbf's bucket could not make up
+    backlogged_s: float = 0.0
+    departures: int = 0
+
+    def add(self, other: Stalls) -> None:
+        self.lengths_s += other.lengths_s
+        self.lost_s += other.lost_s
+        self.backlogged_s += other.backlogged_s
+        self.departures += other.departures
+
+    def line(self) -> str:
+        head = f"service stalls (> {STALL_MIN_S * 1e6:.0f} us late, queue backlogged):"
+        if not self.lengths_s:
+            return f"{head} none in {self.departures} departures"
+        excess = np.array(self.lengths_s)
+        # Maximum-likelihood exponent of a Pareto tail from STALL_MIN_S.
+        exponent = len(excess) / np.log(excess / STALL_MIN_S).sum()
+        p50, p90 = np.percentile(excess * 1e6, [50, 90])
+        return (
+            f"{head} {len(excess)} in {self.departures} departures ({len(excess) / self.departures:.2e} each), "
+            f"length p50 {p50:.0f} us, p90 {p90:.0f} us, max {excess.max() * 1e6:.0f} us, Pareto exponent {exponent:.2f}; "
+            f"link time lost {self.lost_s * 1e3:.2f} ms ({100 * self.lost_s / max(self.backlogged_s, 1e-9):.3f}% of {self.backlogged_s:.1f} s backlogged)"
+        )
+
+
+def service_stalls(departed, flows, rate_bps: float) -> Stalls:
+    """tbf's bucket replayed over the departures of every flow's data. A departure
     that waited (arrivals so far outnumber departures and drops) and left more than
     STALL_MIN_S late is a stall; the link loses time when the bucket would overflow while
     packets wait."""
@@ -196,36 +227,23 @@ def service_stalls(departed, flows, rate_bps: float) -> tuple[list[float], float
     t_out = np.array([t for t, _ in departures])
     waiting = np.searchsorted(arrival_times, t_out, side="right") - np.arange(1, len(t_out) + 1) - np.searchsorted(drop_times, t_out, side="right")
     bytes_per_s, burst_bytes = rate_bps / 8, tbf_burst_bytes(int(rate_bps))
-    stalls, lost_s, backlogged_s, tokens = [], 0.0, 0.0, float(burst_bytes)
+    stalls, tokens = Stalls(departures=len(departures)), float(burst_bytes)
     for i in range(1, len(departures)):
         gap_s, frame_bytes = departures[i][0] - departures[i - 1][0], departures[i][1]
         filled = tokens + bytes_per_s * gap_s
         if waiting[i - 1] > 0:
-            backlogged_s += gap_s
-            if gap_s - frame_bytes / bytes_per_s > STALL_MIN_S:
-                stalls.append(gap_s - frame_bytes / bytes_per_s)
-            lost_s += max(0.0, filled - burst_bytes) / bytes_per_s
+            stalls.backlogged_s += gap_s
+            late_s = gap_s - frame_bytes / bytes_per_s
+            if late_s > STALL_MIN_S:
+                stalls.lengths_s.append(late_s)
+            stalls.lost_s += max(0.0, filled - burst_bytes) / bytes_per_s
         # A departure sooner than the tokens allow is the capture's timing, not tbf's.
         tokens = max(0.0, min(float(burst_bytes), filled) - frame_bytes)
-    return stalls, lost_s, backlogged_s, len(departures)
+    return stalls
 
 
-def stall_line(stalls: list[float], lost_s: float, backlogged_s: float, departures: int) -> str:
-    if not stalls:
-        return f"service stalls (> {STALL_MIN_S * 1e6:.0f} us late, queue backlogged): none in {departures} departures"
-    excess = np.array(stalls)
-    # Maximum-likelihood exponent of a Pareto tail from STALL_MIN_S.
-    exponent = len(excess) / np.log(excess / STALL_MIN_S).sum()
-    p50, p90 = np.percentile(excess * 1e6, [50, 90])
-    return (
-        f"service stalls (> {STALL_MIN_S * 1e6:.0f} us late, queue backlogged): {len(excess)} in {departures} departures "
-        f"({len(excess) / departures:.2e} each), length p50 {p50:.0f} us, p90 {p90:.0f} us, max {excess.max() * 1e6:.0f} us, "
-        f"Pareto exponent {exponent:.2f}; link time lost {lost_s * 1e3:.2f} ms ({100 * lost_s / max(backlogged_s, 1e-9):.3f}% of {backlogged_s:.1f} s backlogged)"
-    )
-
-
-def summarize(out: Path, n_flows: int, window: tuple[float, float], rate_bps: float, pooled: list | None = None) -> list[str]:
-    """The run's summary lines; its stalls are added to `pooled` (stalls, lost, backlogged, departures)."""
+def summarize(out: Path, n_flows: int, window: tuple[float, float], rate_bps: float, pooled: Stalls) -> list[str]:
+    """The run's summary lines; its stalls are added to `pooled`."""
     departed = read_pcap(out / "rx.pcap")
     flows = []
     for i in range(n_flows):
@@ -260,15 +278,13 @@ def summarize(out: Path, n_flows: int, window: tuple[float, float], rate_bps: fl
             for segs in (1, 2, 3)
         )
         lines.append(f"  runs ending with PSH {100 * n_pushed / max(1, n_runs):.0f}%; {sum(acks.values())} ACKs by segments newly acked: {coverage}")
-    stalls, lost_s, backlogged_s, departures = service_stalls(departed, flows, rate_bps)
-    lines.append(stall_line(stalls, lost_s, backlogged_s, departures))
-    if pooled is not None:
-        pooled[0] += stalls
-        pooled[1:] = [pooled[1] + lost_s, pooled[2] + backlogged_s, pooled[3] + departures]
+    stalls = service_stalls(departed, flows, rate_bps)
+    lines.append(stalls.line())
+    pooled.add(stalls)
     return lines
 
 
-def print_summary(title: str, out: Path, n_flows: int, window: tuple[float, float], rate_bps: float, pooled: list) -> None:
+def print_summary(title: str, out: Path, n_flows: int, window: tuple[float, float], rate_bps: float, pooled: Stalls) -> None:
     print(title)
     for line in summarize(out, n_flows, window, rate_bps, pooled):
         print("  " + line)
@@ -281,12 +297,12 @@ def main() -> None:
     args = parser.parse_args()
     spec = kernel_runs_cli.spec_of(args)
     rate_bps = Scenario.model_validate(spec).resolve()["bottleneck"]["rate_bps"]
-    pooled: list = [[], 0.0, 0.0, 0]
+    pooled = Stalls()
     if args.summarize_only:
         n_flows = len(Scenario.model_validate(spec).resolve()["flows"])
         for out in sorted(args.out.glob("run-*"), key=lambda p: int(p.name.split("-")[1])):
             print_summary(f"{out}:", out, n_flows, tuple(args.window), rate_bps, pooled)
-        print("all runs: " + stall_line(*pooled))
+        print("all runs: " + pooled.line())
         return
     if shutil.which("tcpdump") is None:
         # Not one of cclab's own dependencies: only this bench tool captures.
@@ -299,7 +315,7 @@ def main() -> None:
         out = args.out / f"run-{n}"
         capture_run(scenario, out, n_flows)
         print_summary(f"run {n} ({out}):", out, n_flows, tuple(args.window), rate_bps, pooled)
-    print("all runs: " + stall_line(*pooled))
+    print("all runs: " + pooled.line())
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ impl BottleneckStalls {
     }
 
     pub fn none() -> Self {
-        BottleneckStalls { rng: SimRng::new(0), per_packet: 0.0, until_next: u64::MAX }
+        Self::new(SimRng::new(0), 0.0)
     }
 
     /// Departures before the next stall: geometric with success probability `p`.
@@ -59,7 +59,7 @@ impl BottleneckStalls {
     /// How late the dequeue of this departure comes: zero but for one in about 1/per_packet.
     pub fn draw(&mut self) -> SimDuration {
         if self.until_next > 0 {
-            self.until_next = self.until_next.saturating_sub(1);
+            self.until_next -= 1;
             return SimDuration::ZERO;
         }
         self.until_next = Self::gap(&mut self.rng, self.per_packet);
