@@ -70,7 +70,13 @@ pub use sim::Simulation;
 /// 17: the bottleneck's dequeue stalls now and then (`stall_per_packet`, on by default;
 /// stall.rs), as tbf's does on the kernel engine: a Pareto-tailed wait of 0.2-6 ms, after
 /// which the bucket's tokens let the queue catch up. `stall_per_packet = 0` gives model 16.
-pub const MODEL_VERSION: u32 = 17;
+/// 18: an ACK that acknowledges data none of which Karn's rule lets it time (the one that
+/// fills a hole) is timed by its timestamp echo, in whole milliseconds (`tcp_ack_update_rtt`'s
+/// fallback; tcp/rtt.rs `tsopt_rtt`), so min_rtt can fall below the path's RTT; the SYN-ACK
+/// is as late as any ACK; with the noise on, every ACK also pays the kernel path's fixed
+/// 40 us (jitter.rs). BBR's min_rtt filter then sees new minima through its first rounds,
+/// not only at the handshake, and PROBE_RTT comes when it does on the kernel.
+pub const MODEL_VERSION: u32 = 18;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

@@ -62,8 +62,9 @@ pub struct Flow {
     ack_prop: SimDuration,
     pub start: SimTime,
     pub started: bool,
-    /// RTT the handshake measured.
+    /// RTT the handshake measured, and when the receiver sent its SYN-ACK.
     syn_rtt: SimDuration,
+    syn_ack_sent: SimTime,
     delayed_ack: LazyTimer,
     compressed_ack: LazyTimer,
     /// The application's read that `tcp_cleanup_rbuf` will follow with an ACK.
@@ -157,6 +158,7 @@ impl Simulation {
                 start: SimTime(f.start_ns),
                 started: false,
                 syn_rtt: SimDuration::ZERO,
+                syn_ack_sent: SimTime::ZERO,
                 delayed_ack: LazyTimer::default(),
                 compressed_ack: LazyTimer::default(),
                 read: LazyTimer::default(),
@@ -188,7 +190,7 @@ impl Simulation {
         let qdisc_rng = root_rng.fork(QDISC_RNG_STREAM);
         let mut bottleneck = Bottleneck::new(rate, limit, FULL_FRAME_BYTES as u64, qdisc, qdisc_rng);
         // Forked last, so that jitter moves no other stream.
-        let ack_jitter = AckJitter::new(root_rng.fork(ACK_JITTER_RNG_STREAM), config.jitter_ns);
+        let ack_jitter = AckJitter::kernel_like(root_rng.fork(ACK_JITTER_RNG_STREAM), config.jitter_ns);
         // Forked after jitter's, for the same reason; none drawn at 0 (model 16's runs).
         if config.stall_per_packet > 0.0 {
             bottleneck.set_stalls(BottleneckStalls::new(root_rng.fork(STALL_RNG_STREAM), config.stall_per_packet));
@@ -334,12 +336,14 @@ impl Simulation {
         match event {
             Event::FlowStart(i) => {
                 // The SYN crosses the bottleneck queue (it waits behind the backlog; its
-                // own size and loss are ignored) and the SYN-ACK returns uncongested.
+                // own size and loss are ignored) and the SYN-ACK returns uncongested, as
+                // late as any ACK can be (jitter.rs).
                 let queueing = self.bottleneck.rate().transmit_time(self.bottleneck.backlog_bytes(now));
                 self.drain_bottleneck();
                 let flow = &mut self.flows[i as usize];
                 flow.started = true;
-                let syn_rtt = queueing + self.egress_prop + flow.ack_prop;
+                flow.syn_ack_sent = now + queueing + self.egress_prop;
+                let syn_rtt = queueing + self.egress_prop + flow.ack_prop + self.ack_jitter.draw();
                 flow.syn_rtt = syn_rtt;
                 self.queue.schedule(now + syn_rtt, Event::FlowEstablished(i));
             }
@@ -354,7 +358,7 @@ impl Simulation {
                     let setup = SimTime((now + self.egress_prop).as_nanos().saturating_sub(flow.syn_rtt.as_nanos()));
                     let window = ReceiveWindow::new(MSS_BYTES as u64, KERNEL_SEGMENT_TRUESIZE_BYTES, setup)
                         .with_bytes_read_before_data(IPERF3_COOKIE_BYTES);
-                    flow.sender.set_peer_window(window.initial_window_end(), SimTime(now.as_nanos().saturating_sub(flow.ack_prop.as_nanos())));
+                    flow.sender.set_peer_window(window.initial_window_end(), flow.syn_ack_sent);
                     flow.receiver.use_receive_window(window);
                 }
                 let mut out = std::mem::take(&mut self.scratch);
@@ -468,7 +472,7 @@ impl Simulation {
         let now = self.now;
         let flow = &mut self.flows[flow_idx as usize];
         for tx in out.drain(..) {
-            let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq, ecn: tx.ecn, cwr: tx.cwr, tsecr: flow.sender.ts_recent() };
+            let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq, ecn: tx.ecn, cwr: tx.cwr, tsecr: flow.sender.ts_recent(), tsval: now };
             let departure = now.max(flow.access_free_at) + self.access_rate.transmit_time(pkt.frame_bytes() as u64);
             flow.access_free_at = departure;
             if flow.access.push(departure, pkt) {
@@ -531,6 +535,7 @@ impl Simulation {
         // A read the application made since the last arrival happened before this one.
         flow.receiver.catch_up_reads(now);
         flow.receiver.on_timestamp(now, pkt.tsecr);
+        flow.receiver.on_data_timestamp(pkt.seq, pkt.tsval);
         let (action, _, flushed) = flow.receiver.on_segment(now, pkt.seq, pkt.ecn, pkt.cwr);
         if let Some(ack) = flushed {
             Self::put_ack(&mut self.queue, &mut self.ack_jitter, flow, i, now, ack);

@@ -49,6 +49,9 @@ MAX_RTT_MS = 60_000
 # - the sender host's turnaround over its minimum, 23.1 us: from an ACK leaving the router to
 #   the data it clocks arriving back, in router captures of CUBIC (bench/router_capture.py;
 #   median 19.9, p99 81.8 us over a 16-18 us minimum; docs/FIDELITY.md).
+# With it on, every ACK also pays the kernel path's fixed 40 us over the configured RTT
+# (jitter.rs KERNEL_PATH_FLOOR_NS), so no RTT sample undercuts it but the timestamp option's
+# whole milliseconds, as on the kernel.
 KERNEL_ACK_JITTER_US = 30.7  # 7.6 + 23.1
 # The simulator's default stalls of the bottleneck's dequeue (crates/cclab-sim/src/stall.rs):
 # in router captures of the kernel engine here (bench/router_capture.py, one CUBIC flow at 100

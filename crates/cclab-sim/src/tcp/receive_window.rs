@@ -17,6 +17,7 @@
 //! is being received, the in-order data not read yet.
 
 use cclab_cc::SimTime;
+use super::rtt::TS_TICK_NS;
 
 /// `tcp_rmem[1]`: the buffer a connection starts with. The kernel engine sets
 /// `net.ipv4.tcp_rmem = 4096 131072 536870912` in its namespaces
@@ -41,8 +42,6 @@ const TCP_MAX_WSCALE: u32 = 14;
 const MAX_UNSCALED_WINDOW: u64 = 65_535;
 /// `tcp_event_data_recv` grows the window only for segments of at least 128 bytes.
 const GROW_WINDOW_MIN_LEN: u64 = 128;
-/// `TCP_TS_HZ`: timestamps tick in milliseconds (`tcp_usec_ts` is off by default).
-const TS_TICK_NS: u64 = 1_000_000;
 /// iperf3's `COOKIE_SIZE`: a data connection's first bytes, sent and read one RTT before
 /// its data (the kernel engine's `tcp:tcp_rcvbuf_grow`: the first measurement is
 /// `copied` 14517 = 37 + 10 segments, over 41-62 ms from the socket's setup at 40-60 ms

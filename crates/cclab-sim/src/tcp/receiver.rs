@@ -68,11 +68,14 @@ pub struct AckPacket {
     pub window_end: u64,
     /// The timestamp option's TSval: when the receiver sent this ACK.
     pub tsval: SimTime,
+    /// The timestamp option's TSecr: the TSval the receiver holds (`ts_recent`); `None`
+    /// before any data arrived.
+    pub tsecr: Option<SimTime>,
 }
 
 impl Default for AckPacket {
     fn default() -> Self {
-        AckPacket { cum_ack: 0, sack_blocks: [(0, 0); MAX_SACK_BLOCKS], sack_count: 0, ece: false, window_end: u64::MAX, tsval: SimTime::ZERO }
+        AckPacket { cum_ack: 0, sack_blocks: [(0, 0); MAX_SACK_BLOCKS], sack_count: 0, ece: false, window_end: u64::MAX, tsval: SimTime::ZERO, tsecr: None }
     }
 }
 
@@ -97,6 +100,8 @@ pub struct TcpReceiver {
     rcv_nxt: u64,
     /// `rcv_wup`: rcv_nxt when the last ACK was sent.
     rcv_wup: u64,
+    /// `rx_opt.ts_recent`: the data's TSval the ACKs echo.
+    ts_recent: Option<SimTime>,
     out_of_order: IntervalSet,
     /// `tp->selective_acks`: SACK blocks, most recently changed first.
     sack_blocks: Vec<(u64, u64)>,
@@ -151,6 +156,7 @@ impl TcpReceiver {
         TcpReceiver {
             rcv_nxt: 0,
             rcv_wup: 0,
+            ts_recent: None,
             out_of_order: IntervalSet::default(),
             sack_blocks: Vec::with_capacity(TCP_NUM_SACKS + 1),
             quickacks_left: TCP_MAX_QUICKACKS,
@@ -188,6 +194,18 @@ impl TcpReceiver {
     pub fn on_timestamp(&mut self, now: SimTime, tsecr: SimTime) {
         if let Some(w) = &mut self.window {
             w.on_timestamp(now, tsecr);
+        }
+    }
+
+    /// `tcp_replace_ts_recent`, before the segment is queued: keep its TSval if it starts
+    /// at or before `rcv_wup` (in order after the last ACK sent, or the retransmission
+    /// that fills the hole the ACKs point at) and `tcp_sequence` admits it. So a delayed
+    /// ACK echoes the first of the segments it covers (RFC 7323 4.3), and the ACK that
+    /// fills a hole echoes the retransmission.
+    pub fn on_data_timestamp(&mut self, seq: u64, tsval: SimTime) {
+        let in_window = seq + 1 >= self.rcv_wup;
+        if in_window && seq <= self.rcv_wup && self.ts_recent.is_none_or(|t| tsval >= t) {
+            self.ts_recent = Some(tsval);
         }
     }
 
@@ -445,7 +463,7 @@ impl TcpReceiver {
     pub fn make_ack(&mut self, now: SimTime) -> AckPacket {
         self.catch_up_reads(now);
         // tcp_ecn_send on an ACK: ECE while the echo is demanded.
-        let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, tsval: now, ..AckPacket::default() };
+        let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, tsval: now, tsecr: self.ts_recent, ..AckPacket::default() };
         let charged = self.charged_segments();
         if let Some(w) = &mut self.window {
             ack.window_end = w.select_window_end(self.rcv_nxt, charged);
@@ -475,6 +493,30 @@ mod tests {
             rx.make_ack(SimTime::ZERO);
         }
         rx
+    }
+
+    /// One segment sent at `sent_ms` arriving now, its TSval kept as Linux keeps it.
+    fn arrive(rx: &mut TcpReceiver, seq: u64, sent_ms: u64) -> AckAction {
+        rx.on_data_timestamp(seq, SimTime(sent_ms * 1_000_000));
+        rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false).0
+    }
+
+    #[test]
+    fn a_delayed_ack_echoes_its_first_segment_and_the_hole_filler_echoes_the_retransmission() {
+        let mut rx = receiver_past_quickacks();
+        let n = TCP_MAX_QUICKACKS as u64;
+        assert!(matches!(arrive(&mut rx, n, 100), AckAction::Delay(_)));
+        assert_eq!(arrive(&mut rx, n + 1, 101), AckAction::SendNow);
+        assert_eq!(rx.make_ack(SimTime::ZERO).tsecr, Some(SimTime(100_000_000)), "RFC 7323: the earliest unacknowledged");
+        // n + 2 is lost; n + 3 and n + 4 arrive out of order and change nothing.
+        arrive(&mut rx, n + 3, 103);
+        assert_eq!(rx.make_ack(SimTime::ZERO).tsecr, Some(SimTime(100_000_000)));
+        arrive(&mut rx, n + 4, 104);
+        assert_eq!(rx.make_ack(SimTime::ZERO).tsecr, Some(SimTime(100_000_000)));
+        // The retransmission fills the hole: its TSval is echoed.
+        assert_eq!(arrive(&mut rx, n + 2, 150), AckAction::SendNow);
+        let ack = rx.make_ack(SimTime::ZERO);
+        assert_eq!((ack.cum_ack, ack.tsecr), (n + 5, Some(SimTime(150_000_000))));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! microseconds, srtt scaled by 8, mdev by 4, and the 200 ms floor applied to
 //! the variance term rather than to the whole RTO).
 
-use cclab_cc::SimDuration;
+use cclab_cc::{SimDuration, SimTime};
 
 /// `TCP_RTO_MIN`: Linux's floor on the variance term of the RTO.
 pub const TCP_RTO_MIN: SimDuration = SimDuration::from_millis(200);
@@ -11,6 +11,19 @@ pub const TCP_RTO_MIN: SimDuration = SimDuration::from_millis(200);
 pub const TCP_RTO_MAX: SimDuration = SimDuration::from_secs(120);
 /// `TCP_TIMEOUT_INIT`: RTO before the first sample (RFC 6298 2.1).
 pub const TCP_TIMEOUT_INIT: SimDuration = SimDuration::from_secs(1);
+/// `TCP_TS_HZ`: timestamps tick in milliseconds (`tcp_usec_ts` is off by default).
+pub const TS_TICK_NS: u64 = 1_000_000;
+
+/// `tcp_rtt_tsopt_us(tp, 1)`: the RTT the timestamp option gives, in whole ticks of the
+/// millisecond TS clock (`tcp_time_stamp_ts(tp) - rcv_tsecr`), at least one tick. Linux
+/// falls back to it (`tcp_ack_update_rtt`) when an ACK newly acknowledges data but none of
+/// it timed by Karn's rule: only retransmitted or already-SACKed segments, as the ACK that
+/// fills a hole. Its sample is floored to the tick, so it can be below every RTT the path
+/// ever has: BBR's min_rtt filter takes it as a new minimum (net/ipv4/tcp_input.c).
+pub fn tsopt_rtt(now: SimTime, tsecr: SimTime) -> SimDuration {
+    let ticks = (now.as_nanos() / TS_TICK_NS).saturating_sub(tsecr.as_nanos() / TS_TICK_NS);
+    SimDuration(ticks.max(1) * TS_TICK_NS)
+}
 
 #[derive(Clone, Debug)]
 pub struct RttEstimator {
@@ -121,6 +134,17 @@ mod tests {
         assert_eq!(est.srtt(), SimDuration::from_millis(100));
         // mdev = 50 ms, x4 = 200 ms: rttvar = max(200 ms, 200 ms).
         assert_eq!(est.rto(), SimDuration::from_millis(300));
+    }
+
+    #[test]
+    fn the_timestamp_rtt_counts_whole_ticks_of_the_millisecond_clock_and_at_least_one() {
+        let ms = |us: u64| SimTime(us * 1_000);
+        // Sent at 10.9 ms, echoed at 50.95 ms: 40.05 ms, but ticks 10 -> 50.
+        assert_eq!(tsopt_rtt(ms(50_950), ms(10_900)), SimDuration::from_millis(40));
+        // Sent at 10.1 ms, echoed at 51.0 ms: 40.9 ms, ticks 10 -> 51.
+        assert_eq!(tsopt_rtt(ms(51_000), ms(10_100)), SimDuration::from_millis(41));
+        // Inside one tick: Linux's min_delta of 1 (tcp_ack_update_rtt).
+        assert_eq!(tsopt_rtt(ms(10_400), ms(10_100)), SimDuration::from_millis(1));
     }
 
     #[test]

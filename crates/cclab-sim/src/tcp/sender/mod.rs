@@ -17,6 +17,8 @@
 #[cfg(test)]
 mod ecn_tests;
 mod recovery;
+#[cfg(test)]
+mod timestamp_tests;
 mod timers;
 mod transmit;
 
@@ -25,7 +27,7 @@ use crate::tcp::prr::Prr;
 use crate::tcp::rack::Rack;
 use crate::tcp::rate::{self, RateSampler, SampleBuilder, TxRecord};
 use crate::tcp::receiver::AckPacket;
-use crate::tcp::rtt::{RttEstimator, TCP_RTO_MAX};
+use crate::tcp::rtt::{tsopt_rtt, RttEstimator, TCP_RTO_MAX};
 use crate::event::{Event, EventQueue, LazyTimer, TimerKind};
 use cclab_aqm::Ecn;
 use cclab_cc::{AckSample, AnyCc, CaState, CcConfig, CongestionControl, RateSample, SimDuration, SimTime, TcpState};
@@ -419,11 +421,18 @@ impl TcpSender {
         }
 
         // tcp_ack_update_rtt (Karn: no sample from retransmitted data).
-        let seq_rtt = match first_ackt {
+        let mut seq_rtt = match first_ackt {
             Some(t) if !retrans_data_acked => Some(now - t),
             _ => first_sackt.map(|t| now - t),
         };
-        let ca_rtt = last_sackt.or(if retrans_data_acked { None } else { last_ackt }).map(|t| now - t);
+        let mut ca_rtt = last_sackt.or(if retrans_data_acked { None } else { last_ackt }).map(|t| now - t);
+        // Nothing timed, yet data acknowledged (FLAG_ACKED): the timestamp echo times it.
+        if seq_rtt.is_none() && pkts_acked > 0 {
+            if let Some(tsecr) = ack.tsecr {
+                let sample = tsopt_rtt(now, tsecr);
+                (seq_rtt, ca_rtt) = (Some(sample), Some(sample));
+            }
+        }
         if let (Some(seq_rtt), Some(ca_rtt)) = (seq_rtt, ca_rtt) {
             self.rtt.update_min_rtt(ca_rtt);
             self.rtt.on_sample(seq_rtt, self.tcp.snd_una, self.tcp.snd_nxt);

@@ -1,0 +1,58 @@
+//! The timestamp option's RTT (`tcp_ack_update_rtt`'s fallback): an ACK whose newly
+//! acknowledged data Karn's rule cannot time is timed by its TSecr, in whole milliseconds.
+
+use super::*;
+use crate::config::FlowConfig;
+use crate::tcp::receiver::AckPacket;
+
+const MSS: u32 = 1448;
+
+/// A CUBIC sender whose initial window (segments 0..10) left at 20 ms over a 20.3 ms path;
+/// segment 0 is lost, 1..10 are SACKed, and the sender retransmits 0. Returns the sender,
+/// when the retransmission left, and its queue.
+fn sender_that_retransmitted_the_first_segment() -> (TcpSender, SimTime, EventQueue) {
+    let cc = FlowConfig::bulk(0, "cubic").cc_config().unwrap();
+    let mut s = TcpSender::new(0, &cc, MSS, None, None, 1);
+    let (mut q, mut out) = (EventQueue::default(), Vec::new());
+    let t0 = SimTime(20_000_000);
+    s.start(t0, SimDuration::from_micros(20_300), &mut q, &mut out);
+    assert_eq!(out.len(), 10);
+    let mut now = t0 + SimDuration::from_micros(20_300);
+    let sack = AckPacket { cum_ack: 0, sack_blocks: [(1, 10), (0, 0), (0, 0)], sack_count: 1, tsecr: Some(t0), ..AckPacket::default() };
+    out.clear();
+    s.on_ack(now, &sack, &mut q, &mut out);
+    // RACK may wait out its reordering window: run the timers until segment 0 leaves again.
+    while !out.iter().any(|t| t.is_retransmission && t.seq == 0) {
+        let (t, ev) = q.pop().expect("a timer is armed");
+        now = t;
+        if let Event::Timer(_, kind) = ev {
+            s.on_timer(now, kind, &mut q, &mut out);
+        }
+    }
+    assert_eq!(s.rtt.min_rtt(), Some(SimDuration::from_micros(20_300)), "the SACKed segments timed the path");
+    (s, now, q)
+}
+
+#[test]
+fn the_ack_that_fills_the_hole_is_timed_by_its_echo_in_whole_milliseconds() {
+    let (mut s, retransmitted_at, mut q) = sender_that_retransmitted_the_first_segment();
+    let now = retransmitted_at + SimDuration::from_micros(20_300);
+    let filler = AckPacket { cum_ack: 10, tsecr: Some(retransmitted_at), ..AckPacket::default() };
+    let mut out = Vec::new();
+    s.on_ack(now, &filler, &mut q, &mut out);
+    // The clock ticked 20 times in those 20.3 ms (from a tick's first 0.7 ms).
+    let ticks = now.as_nanos() / 1_000_000 - retransmitted_at.as_nanos() / 1_000_000;
+    assert_eq!(ticks, 20, "retransmitted at {retransmitted_at:?}");
+    // So the sample, 20 ms, undercuts the path's 20.3 ms, as on Linux.
+    assert_eq!(s.rtt.min_rtt(), Some(SimDuration::from_millis(20)));
+}
+
+#[test]
+fn without_an_echo_the_hole_filler_gives_no_sample() {
+    let (mut s, retransmitted_at, mut q) = sender_that_retransmitted_the_first_segment();
+    let srtt = s.rtt.srtt();
+    let filler = AckPacket { cum_ack: 10, tsecr: None, ..AckPacket::default() };
+    s.on_ack(retransmitted_at + SimDuration::from_micros(20_300), &filler, &mut q, &mut Vec::new());
+    assert_eq!(s.rtt.min_rtt(), Some(SimDuration::from_micros(20_300)));
+    assert_eq!(s.rtt.srtt(), srtt, "Karn: retransmitted data is not timed");
+}
