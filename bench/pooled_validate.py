@@ -1,7 +1,7 @@
 """`cclab validate`'s comparison over more runs: kernel samples pooled, several seeds per start.
 
     .venv/bin/python bench/pooled_validate.py --set rtt --kernel DIR [DIR ...] --starts DIR [DIR ...] [--seeds 6]
-        [--seed-offset K] [--jitter-us US] [--stall-per-packet P]
+        [--seed-offset K] [--jitter-us US] [--stall-per-packet P] [--case NAME ...]
 
 Each DIR is a `cclab validate --out` folder of the set. The valid kernel runs of every
 `--kernel` folder are pooled (20 a case from two samples of ten). The simulator runs each case
@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--jitter-us", type=float, default=None)
     parser.add_argument("--stall-per-packet", type=float, default=None)
+    parser.add_argument("--case", dest="cases", action="append", default=None, help="only this case (repeat for more)")
     args = parser.parse_args()
     kernel: dict[str, list[RunResult]] = collections.defaultdict(list)
     for directory in args.kernel:
@@ -77,7 +78,7 @@ def main() -> None:
     comparisons = []
     with ProcessPoolExecutor(args.jobs) as pool:
         for case in get_set(args.set_name).cases:
-            if not kernel.get(case.name) or case.name not in starts:
+            if not kernel.get(case.name) or case.name not in starts or (args.cases and case.name not in args.cases):
                 continue
             scenarios = []
             for run_dir in starts[case.name]:
