@@ -74,9 +74,12 @@ def test_bbr2_backs_off_at_5_percent_random_loss_where_bbr1_does_not():
     assert v2["validity"]["valid"] and v1["validity"]["valid"], (v2["validity"], v1["validity"])
     # v1 ignores random loss; v2 cuts bw_lo/inflight_lo to 0.7x in each lossy round outside
     # probing and ends each probe once loss passes 2% (tcp_bbr2.c, as v3).
-    # v1 measured 45.6-46.2 Mbit/s in six runs here, 34.1 once in a CI run; the
-    # backing-off flow gets 7-8, so 60% of the link still tells the two apart.
-    assert v1["flows"][0]["goodput_mbps"] > 0.6 * 47.8
-    assert v2["flows"][0]["goodput_mbps"] < 0.5 * v1["flows"][0]["goodput_mbps"]
+    # Each against the link's payload rate (50 Mbit/s x 1448/1514), not against each other:
+    # v1 measured 45.6-46.2 Mbit/s in six runs here, 33.3-34.1 in two CI runs; v2
+    # 13.8-16.9 Mbit/s in three runs of 10 s here. A CI run of the BBRv3 test drew v1's low
+    # and v3's high together (33.3 and 17.2).
+    link_payload_mbps = 47.8
+    assert v1["flows"][0]["goodput_mbps"] > 0.6 * link_payload_mbps
+    assert v2["flows"][0]["goodput_mbps"] < 0.5 * link_payload_mbps
     acks = v2["provenance"]["bpf_cc_state_acks"]["cclab_bbr2"]
     assert acks["lower_bound_cuts"] > 0 and acks["inflight_hi_cuts"] > 0
