@@ -19,13 +19,13 @@
 //! has, and BBR's min_rtt filter takes it; without the floor the simulator's configured
 //! whole-millisecond RTT would tie it instead.
 
+use cclab_cc::rng::SimRng;
+use cclab_cc::SimDuration;
+
 /// The kernel engine's lowest RTT over the configured one: the median over the 170 BBR
 /// flows of `cclab validate --set rtt` (reference machine, Linux 6.18) of each flow's
 /// lowest `min_rtt` that was not a whole millisecond (IQR 34-48 us).
 pub const KERNEL_PATH_FLOOR_NS: u64 = 40_000;
-
-use cclab_cc::rng::SimRng;
-use cclab_cc::SimDuration;
 
 pub struct AckJitter {
     rng: SimRng,
@@ -45,8 +45,8 @@ impl AckJitter {
         AckJitter::new(rng, mean_ns, if mean_ns == 0 { 0 } else { KERNEL_PATH_FLOOR_NS })
     }
 
-    /// How late this ACK is; zero without drawing when the mean is zero, so `jitter_ns = 0`
-    /// replays exactly what the simulator did before it had jitter.
+    /// How late this ACK is; the floor alone, without drawing, when the mean is zero, so
+    /// `kernel_like` with `jitter_ns = 0` is the simulator without jitter.
     pub fn draw(&mut self) -> SimDuration {
         if self.mean_ns == 0.0 {
             return SimDuration(self.floor_ns);
