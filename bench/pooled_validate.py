@@ -12,7 +12,8 @@ seeds. Both sides then go through validate's own comparison (`compare_case`, `su
 goodput error, share error, spread.
 The simulator runs keep the `jitter_us` and `stall_per_packet` their folder recorded unless
 `--jitter-us` or `--stall-per-packet` sets them (to judge a new default against folders made
-under an old one, or a model against the one before it: `--stall-per-packet 0` is model 16).
+under an old one, or to take a kind of noise out: `--stall-per-packet 0` runs without the
+stalls).
 
 Why: at ten runs a side, a case's share error moves by several points and its IQR by more
 than 2x from one sample of seeds to the next, on the kernel too (docs/FIDELITY.md, "Shares
@@ -66,6 +67,11 @@ def main() -> None:
     parser.add_argument("--stall-per-packet", type=float, default=None)
     parser.add_argument("--case", dest="cases", action="append", default=None, help="only this case (repeat for more)")
     args = parser.parse_args()
+    validation_set = get_set(args.set_name)
+    unknown = sorted(set(args.cases or []) - {case.name for case in validation_set.cases})
+    if unknown:
+        print(f"--case: not in the {args.set_name} set: {', '.join(unknown)}", file=sys.stderr)
+        sys.exit(2)
     kernel: dict[str, list[RunResult]] = collections.defaultdict(list)
     for directory in args.kernel:
         for case, dirs in run_dirs(directory, "kernel").items():
@@ -77,7 +83,7 @@ def main() -> None:
             starts[case] += dirs
     comparisons = []
     with ProcessPoolExecutor(args.jobs) as pool:
-        for case in get_set(args.set_name).cases:
+        for case in validation_set.cases:
             if not kernel.get(case.name) or case.name not in starts or (args.cases and case.name not in args.cases):
                 continue
             scenarios = []
