@@ -85,11 +85,13 @@ def test_gain_1_5_keeps_its_rate_at_15_percent_loss_where_gain_1_1_collapses(mon
     assert high["validity"]["valid"] and low["validity"]["valid"]
     assert list(high["provenance"]["bpf_congestion_controls"]) == ["cclab_bbr1500"]
     assert list(low["provenance"]["bpf_congestion_controls"]) == ["cclab_bbr1100"]
-    # Most of rate x (1 - loss) x payload/frame (85 x 1448/1514 = 81 Mbit/s) for 1.5.
+    # Each against the link's rate x (1 - loss) x payload/frame (85 x 1448/1514 = 81 Mbit/s),
+    # not against each other: seven kernel runs of each gave 1.5 65-83 Mbit/s and 1.1
+    # 13-41, and a ratio of the two failed when 1.5's low met 1.1's high (64.9 and 40.9).
+    # 1.5 keeps most of it; 1.1 x 0.85 < 1, so its bw estimate decays (the simulator gives
+    # 4-23 against 69-82 over seeds 1-2).
     assert high["flows"][0]["goodput_mbps"] > 0.7 * 81
-    # 1.1 x 0.85 < 1: its bw estimate decays (measured 36 against 76 Mbit/s in 15 s; the
-    # simulator gives 4-23 against 69-82 over seeds 1-2).
-    assert low["flows"][0]["goodput_mbps"] < 0.6 * high["flows"][0]["goodput_mbps"]
+    assert low["flows"][0]["goodput_mbps"] < 0.6 * 81
 
 
 def test_a_bpf_flow_is_sampled_without_bbr_info(monkeypatch):
