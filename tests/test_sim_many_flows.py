@@ -14,13 +14,17 @@ pytestmark = pytest.mark.sim
 
 @pytest.mark.parametrize("cc", ["cubic", "bbr"])
 def test_ten_flows_of_one_cc_share_a_deep_buffer_fairly(cc: str) -> None:
-    result = cclab.run(
-        {"duration_s": 30, "bottleneck": {"rate_mbps": 100, "rtt_ms": 20, "buffer": "5bdp"}, "flows": [{"cc": cc, "count": 10}]}
-    )
-    assert len(result.flows) == 10
-    assert fairness.jain_index(result.flows["goodput_mbps"]) > 0.9
-    # ...and they fill the link between them.
-    assert result.flows["goodput_mbps"].sum() > 0.9 * 100 * 1448 / 1514
+    # Over seeds: ten CUBIC flows converge slowly in 5 BDP, and one seed's 30 s gives a
+    # Jain index anywhere in 0.80-0.98 (16 seeds, models 18 and 19).
+    indices = []
+    for seed in range(1, 6):
+        spec = {"seed": seed, "duration_s": 30, "bottleneck": {"rate_mbps": 100, "rtt_ms": 20, "buffer": "5bdp"}, "flows": [{"cc": cc, "count": 10}]}
+        result = cclab.run(spec)
+        assert len(result.flows) == 10
+        indices.append(fairness.jain_index(result.flows["goodput_mbps"]))
+        # ...and they fill the link between them.
+        assert result.flows["goodput_mbps"].sum() > 0.9 * 100 * 1448 / 1514
+    assert min(indices) > 0.8 and sorted(indices)[2] > 0.9, indices
 
 
 def test_mixed_flows_start_late_see_their_own_rtt_and_finite_ones_complete() -> None:

@@ -139,13 +139,20 @@ def test_a_window_too_short_for_its_samples_is_not_judged() -> None:
 
 
 def test_a_steady_end_after_a_startup_transient_suggests_a_warmup_that_then_converges() -> None:
-    # By 120 s BBR's share has levelled off, but the first minute drags the run's average.
-    # (Seed 2: how soon the share levels off varies by seed; in some it still drifts at 120 s.)
-    transient = cclab.run(mixed(120, seed=2)).steady_state
-    assert transient["converged"] is False and transient["share_drift_pts"] <= DRIFT_THRESHOLD_PTS
-    assert transient["startup_bias_pts"] > DRIFT_THRESHOLD_PTS
-    assert transient["suggested_warmup_s"] == 60
-    assert cclab.run(mixed(120, warmup_s=transient["suggested_warmup_s"], seed=2)).steady_state["converged"] is True
+    # In most seeds BBR's share has levelled off by 120 s, but the first minute drags the
+    # run's average; in some it still drifts at 120 s (model 19: seeds 2, 6-8 of 1-8).
+    # Judge the seeds whose end is steady, and need some.
+    steady_ends = 0
+    for seed in range(1, 5):
+        transient = cclab.run(mixed(120, seed=seed)).steady_state
+        assert transient["converged"] is False
+        if transient["share_drift_pts"] > DRIFT_THRESHOLD_PTS:
+            continue
+        steady_ends += 1
+        assert transient["startup_bias_pts"] > DRIFT_THRESHOLD_PTS
+        assert transient["suggested_warmup_s"] == 60
+        assert cclab.run(mixed(120, warmup_s=transient["suggested_warmup_s"], seed=seed)).steady_state["converged"] is True
+    assert steady_ends >= 2
 
 
 def test_until_steady_doubles_the_duration_with_the_same_seed_until_converged() -> None:

@@ -76,7 +76,12 @@ pub use sim::Simulation;
 /// is as late as any ACK; with the noise on, every ACK also pays the kernel path's fixed
 /// 40 us (jitter.rs). BBR's min_rtt filter then sees new minima through its first rounds,
 /// not only at the handshake, and PROBE_RTT comes when it does on the kernel.
-pub const MODEL_VERSION: u32 = 18;
+/// 19: with the noise on, the timestamp option's millisecond clock ticks at a seeded phase
+/// (tcp/rtt.rs `TsClock`), as the kernel's does from wherever it was when a run began: the
+/// receiver's RTT (and so when autotuning grows the window in slow start) and the
+/// hole-filler's RTT cross tick edges differently from seed to seed. Before, every run's
+/// edges sat at whole milliseconds from time zero; `jitter_ns = 0` still does.
+pub const MODEL_VERSION: u32 = 19;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

@@ -18,6 +18,7 @@ use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
 use crate::jitter::AckJitter;
 use crate::stall::BottleneckStalls;
 use crate::network::{Bottleneck, DataPacket, Pipe};
+use crate::tcp::rtt::{TsClock, TS_TICK_NS};
 use crate::tcp::receive_window::{ReceiveWindow, IPERF3_COOKIE_BYTES, KERNEL_SEGMENT_TRUESIZE_BYTES};
 use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
 use crate::tcp::sender::{TcpSender, Transmission};
@@ -36,6 +37,7 @@ pub const ACCESS_RATE_FACTOR: u64 = 10;
 const QDISC_RNG_STREAM: u64 = 1 << 32;
 const ACK_JITTER_RNG_STREAM: u64 = 2 << 32;
 const STALL_RNG_STREAM: u64 = 3 << 32;
+const CLOCK_PHASE_RNG_STREAM: u64 = 4 << 32;
 /// How often `run_observed` hands control to its observer: at tens of millions of
 /// events per second this is a few hundred times a second, cheap against the events.
 pub const OBSERVE_EVERY_EVENTS: u64 = 1 << 14;
@@ -123,6 +125,8 @@ pub struct Simulation {
     pub check_invariants: bool,
     /// The counters when the warm-up ended (None until then, or without a warm-up).
     pub warmup: Option<Snapshot>,
+    /// The machine's millisecond clock, read by every host's timestamp option.
+    ts_clock: TsClock,
 }
 
 impl Simulation {
@@ -195,6 +199,16 @@ impl Simulation {
         if config.stall_per_packet > 0.0 {
             bottleneck.set_stalls(BottleneckStalls::new(root_rng.fork(STALL_RNG_STREAM), config.stall_per_packet));
         }
+        // Forked after the stalls'; drawn only with the noise on, so a run without it keeps
+        // its clocks' edges at whole milliseconds from time zero.
+        let mut ts_clock = TsClock::default();
+        if config.jitter_ns > 0 {
+            ts_clock.phase = SimDuration(root_rng.fork(CLOCK_PHASE_RNG_STREAM).below(TS_TICK_NS as u32) as u64);
+            for flow in &mut flows {
+                flow.sender.ts_clock = ts_clock;
+                flow.receiver.ts_clock = ts_clock;
+            }
+        }
         if let Some(times_ms) = &b.trace_ms {
             bottleneck.use_trace(DeliveryTrace::new(times_ms));
         }
@@ -227,6 +241,7 @@ impl Simulation {
             unfinished_flows: config.flows.iter().all(|f| f.size_bytes.is_some()).then_some(config.flows.len()),
             check_invariants: false,
             warmup: None,
+            ts_clock,
             config,
         })
     }
@@ -278,6 +293,11 @@ impl Simulation {
     /// flow is finite and has completed.
     pub fn end_time(&self) -> SimTime {
         self.end_time
+    }
+
+    /// The clock the timestamp option reads: its phase is drawn per seed with the noise on.
+    pub fn ts_clock(&self) -> TsClock {
+        self.ts_clock
     }
 
     pub fn run(&mut self) -> Result<(), String> {
@@ -358,7 +378,7 @@ impl Simulation {
                     let setup = SimTime((now + self.egress_prop).as_nanos().saturating_sub(flow.syn_rtt.as_nanos()));
                     let window = ReceiveWindow::new(MSS_BYTES as u64, KERNEL_SEGMENT_TRUESIZE_BYTES, setup)
                         .with_bytes_read_before_data(IPERF3_COOKIE_BYTES);
-                    flow.sender.set_peer_window(window.initial_window_end(), flow.syn_ack_sent);
+                    flow.sender.set_peer_window(window.initial_window_end(), flow.receiver.ts_clock.read(flow.syn_ack_sent));
                     flow.receiver.use_receive_window(window);
                 }
                 let mut out = std::mem::take(&mut self.scratch);
@@ -472,7 +492,7 @@ impl Simulation {
         let now = self.now;
         let flow = &mut self.flows[flow_idx as usize];
         for tx in out.drain(..) {
-            let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq, ecn: tx.ecn, cwr: tx.cwr, tsecr: flow.sender.ts_recent(), tsval: now };
+            let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq, ecn: tx.ecn, cwr: tx.cwr, tsecr: flow.sender.ts_recent(), tsval: flow.sender.ts_clock.read(now) };
             let departure = now.max(flow.access_free_at) + self.access_rate.transmit_time(pkt.frame_bytes() as u64);
             flow.access_free_at = departure;
             if flow.access.push(departure, pkt) {

@@ -103,3 +103,18 @@ fn no_rtt_undercuts_the_path_floor_but_the_timestamp_options_whole_milliseconds(
     // on the kernel engine, whose BBR min_rtt reads 100.000 ms from about 2 s on.
     assert_eq!(min_rtt_ms(300, 100), 100.0);
 }
+
+#[test]
+fn with_noise_each_seed_puts_the_timestamp_clocks_tick_edges_elsewhere() {
+    let phase_ns = |seed, jitter_ns| cclab_sim::Simulation::new(cubic_pair(seed, jitter_ns)).unwrap().ts_clock().phase.as_nanos();
+    // Without noise the edges sit at the simulation's whole milliseconds.
+    assert!((1..6).all(|seed| phase_ns(seed, 0) == 0));
+    // With it, anywhere in a tick (the kernel's clock ticks wherever it was when a run
+    // began), drawn from the seed and replayed with it.
+    let mut phases: Vec<u64> = (1..9).map(|seed| phase_ns(seed, 30_700)).collect();
+    assert!(phases.iter().all(|&p| p < cclab_sim::tcp::rtt::TS_TICK_NS), "{phases:?}");
+    assert_eq!(phase_ns(3, 30_700), phases[2]);
+    phases.sort();
+    phases.dedup();
+    assert!(phases.len() >= 7, "{phases:?}");
+}

@@ -32,6 +32,7 @@
 
 use super::interval_set::IntervalSet;
 use super::receive_window::ReceiveWindow;
+use super::rtt::TsClock;
 use cclab_aqm::Ecn;
 use cclab_cc::{SimDuration, SimTime};
 
@@ -102,6 +103,8 @@ pub struct TcpReceiver {
     rcv_wup: u64,
     /// `rx_opt.ts_recent`: the data's TSval the ACKs echo.
     ts_recent: Option<SimTime>,
+    /// The clock this host's timestamps read.
+    pub ts_clock: TsClock,
     out_of_order: IntervalSet,
     /// `tp->selective_acks`: SACK blocks, most recently changed first.
     sack_blocks: Vec<(u64, u64)>,
@@ -157,6 +160,7 @@ impl TcpReceiver {
             rcv_nxt: 0,
             rcv_wup: 0,
             ts_recent: None,
+            ts_clock: TsClock::default(),
             out_of_order: IntervalSet::default(),
             sack_blocks: Vec::with_capacity(TCP_NUM_SACKS + 1),
             quickacks_left: TCP_MAX_QUICKACKS,
@@ -193,7 +197,7 @@ impl TcpReceiver {
     /// A data segment's timestamp echo (`tcp_rcv_rtt_measure_ts`).
     pub fn on_timestamp(&mut self, now: SimTime, tsecr: SimTime) {
         if let Some(w) = &mut self.window {
-            w.on_timestamp(now, tsecr);
+            w.on_timestamp(self.ts_clock.read(now), tsecr);
         }
     }
 
@@ -463,7 +467,7 @@ impl TcpReceiver {
     pub fn make_ack(&mut self, now: SimTime) -> AckPacket {
         self.catch_up_reads(now);
         // tcp_ecn_send on an ACK: ECE while the echo is demanded.
-        let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, tsval: now, tsecr: self.ts_recent, ..AckPacket::default() };
+        let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, tsval: self.ts_clock.read(now), tsecr: self.ts_recent, ..AckPacket::default() };
         let charged = self.charged_segments();
         if let Some(w) = &mut self.window {
             ack.window_end = w.select_window_end(self.rcv_nxt, charged);
@@ -595,6 +599,21 @@ mod tests {
         assert_eq!(ack.window_end - ack.cum_ack, 45);
         let ack = rx.make_ack(SimTime::ZERO + READER_WAKEUP);
         assert_eq!(ack.window_end - ack.cum_ack, 56);
+    }
+
+    #[test]
+    fn the_acks_tsval_and_the_rtt_its_echo_measures_read_the_same_phased_clock() {
+        let mut rx = TcpReceiver::new(SimDuration::from_millis(20));
+        rx.use_receive_window(ReceiveWindow::new(1448, super::super::receive_window::KERNEL_SEGMENT_TRUESIZE_BYTES, SimTime::ZERO));
+        rx.ts_clock = TsClock { phase: SimDuration::from_micros(950) };
+        // An ACK at 10.1 ms reads 11.05 ms: TSval tick 11.
+        let sent = SimTime(10_100_000);
+        let tsval = rx.make_ack(sent).tsval;
+        assert_eq!(tsval, SimTime(11_050_000));
+        // Data echoing it 20.0 ms later, at a reading of 31.05 ms: 20 ticks. Read
+        // unphased, the arrival (30.1 ms, tick 30) would give 19.
+        rx.on_timestamp(sent + SimDuration::from_millis(20), tsval);
+        assert_eq!(rx.window.as_ref().unwrap().rcv_rtt_us(), 20_000);
     }
 
     #[test]

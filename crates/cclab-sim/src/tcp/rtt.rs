@@ -14,6 +14,23 @@ pub const TCP_TIMEOUT_INIT: SimDuration = SimDuration::from_secs(1);
 /// `TCP_TS_HZ`: timestamps tick in milliseconds (`tcp_usec_ts` is off by default).
 pub const TS_TICK_NS: u64 = 1_000_000;
 
+/// The clock the timestamp option reads (`tcp_clock_ms`), as simulation time plus a phase:
+/// the kernel's millisecond clock ticks wherever it was when a run began, so a run's
+/// events sit at a random offset from the tick edges, one for the whole run since every
+/// namespace reads the same clock. Phase 0 puts the edges at the simulation's whole
+/// milliseconds (the simulator before model 19, and the one without noise).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TsClock {
+    pub phase: SimDuration,
+}
+
+impl TsClock {
+    /// The clock's reading at `now`; its whole ticks are the TSval.
+    pub fn read(&self, now: SimTime) -> SimTime {
+        now + self.phase
+    }
+}
+
 /// `tcp_rtt_tsopt_us(tp, 1)`: the RTT the timestamp option gives, in whole ticks of the
 /// millisecond TS clock (`tcp_time_stamp_ts(tp) - rcv_tsecr`), at least one tick. Linux
 /// falls back to it (`tcp_ack_update_rtt`) when an ACK newly acknowledges data but none of
@@ -145,6 +162,20 @@ mod tests {
         assert_eq!(tsopt_rtt(ms(51_000), ms(10_100)), SimDuration::from_millis(41));
         // Inside one tick: Linux's min_delta of 1 (tcp_ack_update_rtt).
         assert_eq!(tsopt_rtt(ms(10_400), ms(10_100)), SimDuration::from_millis(1));
+    }
+
+    #[test]
+    fn the_clocks_phase_decides_which_tick_edges_an_rtt_crosses() {
+        let ms = |us: u64| SimTime(us * 1_000);
+        let (sent, echoed) = (ms(10_100), ms(50_150)); // 40.05 ms
+        let read = |phase_us: u64| {
+            let clock = TsClock { phase: SimDuration::from_micros(phase_us) };
+            tsopt_rtt(clock.read(echoed), clock.read(sent))
+        };
+        // Edges at whole milliseconds: ticks 10 -> 50.
+        assert_eq!(read(0), SimDuration::from_millis(40));
+        // Moved 0.88 ms: the readings are 10.98 and 51.03 ms, ticks 10 -> 51.
+        assert_eq!(read(880), SimDuration::from_millis(41));
     }
 
     #[test]

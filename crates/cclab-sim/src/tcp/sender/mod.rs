@@ -27,7 +27,7 @@ use crate::tcp::prr::Prr;
 use crate::tcp::rack::Rack;
 use crate::tcp::rate::{self, RateSampler, SampleBuilder, TxRecord};
 use crate::tcp::receiver::AckPacket;
-use crate::tcp::rtt::{tsopt_rtt, RttEstimator, TCP_RTO_MAX};
+use crate::tcp::rtt::{tsopt_rtt, RttEstimator, TsClock, TCP_RTO_MAX};
 use crate::event::{Event, EventQueue, LazyTimer, TimerKind};
 use cclab_aqm::Ecn;
 use cclab_cc::{AckSample, AnyCc, CaState, CcConfig, CongestionControl, RateSample, SimDuration, SimTime, TcpState};
@@ -112,6 +112,8 @@ pub struct TcpSender {
     snd_wnd_end: u64,
     /// `rx_opt.ts_recent`: the TSval to echo (the last ACK's send time).
     ts_recent: SimTime,
+    /// The clock this host's timestamps read (shared with the receiver: one machine).
+    pub ts_clock: TsClock,
 
     /// Outstanding segments, index = seq - snd_una.
     segments: VecDeque<Segment>,
@@ -178,6 +180,7 @@ impl TcpSender {
             rwnd_segments: rwnd_bytes.map(|b| (b / mss_bytes as u64).max(1)),
             snd_wnd_end: u64::MAX,
             ts_recent: SimTime::ZERO,
+            ts_clock: TsClock::default(),
             segments: VecDeque::new(),
             sacked_ranges: IntervalSet::default(),
             time_sorted: VecDeque::new(),
@@ -429,7 +432,7 @@ impl TcpSender {
         // Nothing timed, yet data acknowledged (FLAG_ACKED): the timestamp echo times it.
         if seq_rtt.is_none() && pkts_acked > 0 {
             if let Some(tsecr) = ack.tsecr {
-                let sample = tsopt_rtt(now, tsecr);
+                let sample = tsopt_rtt(self.ts_clock.read(now), tsecr);
                 (seq_rtt, ca_rtt) = (Some(sample), Some(sample));
             }
         }

@@ -4,6 +4,7 @@
 use super::*;
 use crate::config::FlowConfig;
 use crate::tcp::receiver::AckPacket;
+use crate::tcp::rtt::TsClock;
 
 const MSS: u32 = 1448;
 
@@ -45,6 +46,20 @@ fn the_ack_that_fills_the_hole_is_timed_by_its_echo_in_whole_milliseconds() {
     assert_eq!(ticks, 20, "retransmitted at {retransmitted_at:?}");
     // So the sample, 20 ms, undercuts the path's 20.3 ms, as on Linux.
     assert_eq!(s.rtt.min_rtt(), Some(SimDuration::from_millis(20)));
+}
+
+#[test]
+fn the_echo_is_read_on_the_hosts_clock_whose_phase_can_add_a_tick() {
+    let (mut s, retransmitted_at, mut q) = sender_that_retransmitted_the_first_segment();
+    // Move the clock's edges so that the retransmission's reading sits 0.8 ms into a tick:
+    // the 20.3 ms to its ACK then cross 21 edges, and 21 ms is no new minimum.
+    let into_tick = retransmitted_at.as_nanos() % 1_000_000;
+    s.ts_clock = TsClock { phase: SimDuration((1_000_000 + 800_000 - into_tick) % 1_000_000) };
+    let now = retransmitted_at + SimDuration::from_micros(20_300);
+    let filler = AckPacket { cum_ack: 10, tsecr: Some(s.ts_clock.read(retransmitted_at)), ..AckPacket::default() };
+    s.on_ack(now, &filler, &mut q, &mut Vec::new());
+    assert_eq!(s.rtt.min_rtt(), Some(SimDuration::from_micros(20_300)));
+    assert!(s.rtt.srtt() > SimDuration::from_micros(20_300), "the 21 ms sample was taken: {:?}", s.rtt.srtt());
 }
 
 #[test]
