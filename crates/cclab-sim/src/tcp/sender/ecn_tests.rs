@@ -10,13 +10,7 @@ const MSS: u32 = 1448;
 /// A CUBIC sender with ECN negotiated whose initial window (segments 0..10)
 /// left at `t0` over a 20 ms path.
 fn ecn_sender() -> (TcpSender, EventQueue, SimTime, Vec<Transmission>) {
-    let cc = FlowConfig::bulk(0, "cubic").cc_config().unwrap();
-    let mut s = TcpSender::new(0, &cc, MSS, None, None, 1);
-    s.tcp.ecn_ok = true;
-    let (mut q, mut out) = (EventQueue::default(), Vec::new());
-    let t0 = SimTime(20_000_000);
-    s.start(t0, SimDuration::from_millis(20), &mut q, &mut out);
-    (s, q, t0, out)
+    started_cubic_sender(SimDuration::from_millis(20), true)
 }
 
 fn ack(cum_ack: u64, ece: bool) -> AckPacket {

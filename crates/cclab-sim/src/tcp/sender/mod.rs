@@ -560,3 +560,16 @@ impl TcpSender {
         Ok(())
     }
 }
+
+/// Tests: a CUBIC sender (flow 0, seed 1), ECN negotiated or not, whose initial window left
+/// at 20 ms over a path of `path_rtt`. Returns it, its queue, the start and what it sent.
+#[cfg(test)]
+fn started_cubic_sender(path_rtt: SimDuration, ecn: bool) -> (TcpSender, EventQueue, SimTime, Vec<Transmission>) {
+    let cc = crate::config::FlowConfig::bulk(0, "cubic").cc_config().unwrap();
+    let mut s = TcpSender::new(0, &cc, 1448, None, None, 1);
+    s.tcp.ecn_ok = ecn;
+    let (mut q, mut out) = (EventQueue::default(), Vec::new());
+    let t0 = SimTime(20_000_000);
+    s.start(t0, path_rtt, &mut q, &mut out);
+    (s, q, t0, out)
+}

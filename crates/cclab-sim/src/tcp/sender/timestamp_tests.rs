@@ -2,21 +2,14 @@
 //! acknowledged data Karn's rule cannot time is timed by its TSecr, in whole milliseconds.
 
 use super::*;
-use crate::config::FlowConfig;
 use crate::tcp::receiver::AckPacket;
 use crate::tcp::rtt::TsClock;
-
-const MSS: u32 = 1448;
 
 /// A CUBIC sender whose initial window (segments 0..10) left at 20 ms over a 20.3 ms path;
 /// segment 0 is lost, 1..10 are SACKed, and the sender retransmits 0. Returns the sender,
 /// when the retransmission left, and its queue.
 fn sender_that_retransmitted_the_first_segment() -> (TcpSender, SimTime, EventQueue) {
-    let cc = FlowConfig::bulk(0, "cubic").cc_config().unwrap();
-    let mut s = TcpSender::new(0, &cc, MSS, None, None, 1);
-    let (mut q, mut out) = (EventQueue::default(), Vec::new());
-    let t0 = SimTime(20_000_000);
-    s.start(t0, SimDuration::from_micros(20_300), &mut q, &mut out);
+    let (mut s, mut q, t0, mut out) = started_cubic_sender(SimDuration::from_micros(20_300), false);
     assert_eq!(out.len(), 10);
     let mut now = t0 + SimDuration::from_micros(20_300);
     let sack = AckPacket { cum_ack: 0, sack_blocks: [(1, 10), (0, 0), (0, 0)], sack_count: 1, tsecr: Some(t0), ..AckPacket::default() };

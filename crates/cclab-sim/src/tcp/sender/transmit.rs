@@ -452,11 +452,7 @@ mod tests {
 
     /// A CUBIC sender whose initial window (10 segments) left at `t0` over a 20 ms path.
     fn unpaced_sender() -> (TcpSender, EventQueue, SimTime) {
-        let cc = FlowConfig::bulk(0, "cubic").cc_config().unwrap();
-        let mut s = TcpSender::new(0, &cc, MSS, None, None, 1);
-        let (mut q, mut out) = (EventQueue::default(), Vec::new());
-        let t0 = SimTime(20_000_000);
-        s.start(t0, SimDuration::from_millis(20), &mut q, &mut out);
+        let (s, q, t0, out) = super::super::started_cubic_sender(SimDuration::from_millis(20), false);
         assert_eq!(out.len(), 10, "the initial window leaves at once: nothing in flight to wait for");
         assert_eq!(s.srtt(), SimDuration::from_millis(20));
         (s, q, t0)
