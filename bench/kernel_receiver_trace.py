@@ -58,7 +58,8 @@ class Tracing:
 
     def _set(self, relative: str, value: str) -> None:
         path = TRACEFS / relative
-        self.saved.setdefault(path, path.read_text().strip())
+        # A buffer never written reads "7 (expanded: 1408)": only the number writes back.
+        self.saved.setdefault(path, path.read_text().strip().split(" (expanded")[0])
         path.write_text(value)
 
     def __enter__(self) -> Tracing:
