@@ -54,6 +54,7 @@ def test_the_run_records_which_noise_ran() -> None:
     assert result.provenance["jitter"]["ack_mean_ns"] == round(KERNEL_ACK_JITTER_US * 1e3)
     assert result.provenance["jitter"]["stall_per_packet"] == KERNEL_STALL_PER_PACKET
     assert "stall.rs" in result.provenance["jitter"]["model"]
+    assert "wake.rs" in result.provenance["jitter"]["model"]
     quiet = SimEngine().run(cubic_pair(duration_s=1, jitter_us=0, stall_per_packet=0))
     assert quiet.provenance["jitter"]["ack_mean_ns"] == 0
     assert quiet.provenance["jitter"]["model"] == "none: the noiseless model"

@@ -27,6 +27,8 @@ use cclab_cc::SimDuration;
 /// lowest `min_rtt` that was not a whole millisecond (IQR 34-48 us).
 pub const KERNEL_PATH_FLOOR_NS: u64 = 40_000;
 
+/// Seeded lateness: a floor and an exponential over it. The ACKs' noise, and the reader's
+/// wake-up after idle (tcp/receiver.rs).
 pub struct AckJitter {
     rng: SimRng,
     mean_ns: f64,

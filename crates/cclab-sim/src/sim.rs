@@ -17,10 +17,11 @@ use crate::event::{Event, EventQueue, LazyTimer, PipeId, TimerKind};
 use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
 use crate::jitter::AckJitter;
 use crate::stall::BottleneckStalls;
+use crate::wake::MachineWake;
 use crate::network::{Bottleneck, DataPacket, Pipe};
 use crate::tcp::rtt::{TsClock, TS_TICK_NS};
 use crate::tcp::receive_window::{ReceiveWindow, IPERF3_COOKIE_BYTES, KERNEL_SEGMENT_TRUESIZE_BYTES};
-use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
+use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver, READER_IDLE_WAKE_FLOOR_NS, READER_IDLE_WAKE_MEAN_NS};
 use crate::tcp::sender::{TcpSender, Transmission};
 use crate::window::{BottleneckCounters, FlowCounters, Snapshot};
 use cclab_aqm::delivery_trace::DeliveryTrace;
@@ -38,6 +39,8 @@ const QDISC_RNG_STREAM: u64 = 1 << 32;
 const ACK_JITTER_RNG_STREAM: u64 = 2 << 32;
 const STALL_RNG_STREAM: u64 = 3 << 32;
 const CLOCK_PHASE_RNG_STREAM: u64 = 4 << 32;
+/// Each receiver's reader wake-ups after idle: this plus the flow's index.
+const READER_WAKE_RNG_STREAM: u64 = 5 << 32;
 /// How often `run_observed` hands control to its observer: at tens of millions of
 /// events per second this is a few hundred times a second, cheap against the events.
 pub const OBSERVE_EVERY_EVENTS: u64 = 1 << 14;
@@ -127,6 +130,8 @@ pub struct Simulation {
     pub warmup: Option<Snapshot>,
     /// The machine's millisecond clock, read by every host's timestamp option.
     ts_clock: TsClock,
+    /// Whether the machine's CPUs are asleep, and so how late an ACK reaching its sender is handled.
+    wake: MachineWake,
 }
 
 impl Simulation {
@@ -208,6 +213,11 @@ impl Simulation {
                 flow.sender.ts_clock = ts_clock;
                 flow.receiver.ts_clock = ts_clock;
             }
+            // Forked after the clock phase's, one stream a reader (wake.rs, receiver.rs).
+            for (i, flow) in flows.iter_mut().enumerate() {
+                let rng = root_rng.fork(READER_WAKE_RNG_STREAM + i as u64);
+                flow.receiver.idle_reader_wake = Some(AckJitter::new(rng, READER_IDLE_WAKE_MEAN_NS, READER_IDLE_WAKE_FLOOR_NS));
+            }
         }
         if let Some(times_ms) = &b.trace_ms {
             bottleneck.use_trace(DeliveryTrace::new(times_ms));
@@ -223,6 +233,7 @@ impl Simulation {
             queue,
             loss_rng,
             ack_jitter,
+            wake: MachineWake::kernel_like(config.jitter_ns > 0),
             loss_probability: b.loss_probability,
             bottleneck,
             dequeue_at: None,
@@ -396,6 +407,7 @@ impl Simulation {
                 self.arrive_at_bottleneck(pkt);
             }
             Event::PipeHead(PipeId::Egress) => {
+                self.wake.busy(now);
                 let (_, pkt) = self.egress.pop().expect("scheduled head");
                 if let Some(t) = self.egress.head_time() {
                     self.queue.schedule(t, Event::PipeHead(PipeId::Egress));
@@ -403,10 +415,14 @@ impl Simulation {
                 self.arrive_at_receiver(pkt);
             }
             Event::PipeHead(PipeId::Ack(i)) => {
+                if self.wait_for_wake(event) {
+                    return;
+                }
                 let flow = &mut self.flows[i as usize];
                 let (_, ack) = flow.acks.pop().expect("scheduled head");
                 if let Some(t) = flow.acks.head_time() {
-                    self.queue.schedule(t, Event::PipeHead(PipeId::Ack(i)));
+                    // One that arrived while the machine woke is handled now, with this one.
+                    self.queue.schedule(t.max(now), Event::PipeHead(PipeId::Ack(i)));
                 }
                 let mut out = std::mem::take(&mut self.scratch);
                 let was_finished = flow.sender.is_finished();
@@ -490,6 +506,9 @@ impl Simulation {
     /// Puts the sender's segments on its access link (serialised at the NIC rate).
     fn send_all(&mut self, flow_idx: u32, out: &mut Vec<Transmission>) {
         let now = self.now;
+        if !out.is_empty() {
+            self.wake.busy(now);
+        }
         let flow = &mut self.flows[flow_idx as usize];
         for tx in out.drain(..) {
             let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq, ecn: tx.ecn, cwr: tx.cwr, tsecr: flow.sender.ts_recent(), tsval: flow.sender.ts_clock.read(now) };
@@ -546,6 +565,18 @@ impl Simulation {
                 self.queue.schedule(t, Event::BottleneckDequeue);
             }
         }
+    }
+
+    /// Defers an ACK that reaches its sender on a sleeping machine until the machine is
+    /// awake (wake.rs); true if it did. An ACK handled now marks the machine busy.
+    fn wait_for_wake(&mut self, event: Event) -> bool {
+        let ready = self.wake.ready_at(self.now);
+        if ready > self.now {
+            self.queue.schedule(ready, event);
+            return true;
+        }
+        self.wake.busy(self.now);
+        false
     }
 
     fn arrive_at_receiver(&mut self, pkt: DataPacket) {

@@ -118,3 +118,41 @@ fn with_noise_each_seed_puts_the_timestamp_clocks_tick_edges_elsewhere() {
     phases.dedup();
     assert!(phases.len() >= 7, "{phases:?}");
 }
+
+/// One initial window (10 segments) over 100 Mbit/s and 40 ms: its ACKs reach the sender
+/// 20 ms after the receiver last did anything, on an idle machine.
+fn one_window_rtt_min_ms(jitter_ns: u64) -> f64 {
+    let mut f = flow(0, "cubic");
+    f.size_bytes = Some(10 * 1448);
+    let mut cfg = config(100, 40, bdp_bytes(100, 40), 0.0, 1, vec![f]);
+    cfg.jitter_ns = jitter_ns;
+    run_checked(cfg).flows[0].rtt_min_ms.unwrap()
+}
+
+#[test]
+fn with_noise_a_packet_reaching_an_idle_machine_waits_for_it_to_wake() {
+    use cclab_sim::jitter::KERNEL_PATH_FLOOR_NS;
+    use cclab_sim::wake::ACK_WAKE_NS;
+    // A 1 ns mean leaves the path's floor and the wake-up before the sender reads the ACK
+    // (and takes its RTT sample).
+    let (quiet, noisy) = (one_window_rtt_min_ms(0), one_window_rtt_min_ms(1));
+    let expected_ms = (KERNEL_PATH_FLOOR_NS + ACK_WAKE_NS) as f64 / 1e6;
+    let added_ms = noisy - quiet;
+    assert!((added_ms - expected_ms).abs() < 0.002, "added {added_ms} ms, expected {expected_ms}");
+}
+
+/// A bulk BBR flow at 20 Mbit/s keeps the machine busy: its packets find it awake.
+#[test]
+fn a_busy_path_never_waits_for_the_machine_to_wake() {
+    let cfg = |jitter_ns| {
+        let mut c = config(20, 40, bdp_bytes(20, 40), 0.0, 3, vec![flow(0, "bbr")]);
+        c.jitter_ns = jitter_ns;
+        c
+    };
+    let (quiet, noisy) = (run_checked(cfg(0)), run_checked(cfg(1)));
+    // Past the first rounds BBR's flight keeps packets crossing every few hundred us: the
+    // median RTT moves by the floor alone, not by the 167 us of two wake-ups.
+    let median = |r: &cclab_sim::SimResult| r.flows[0].rtt_p50_ms.unwrap();
+    let added_ms = median(&noisy) - median(&quiet);
+    assert!(added_ms < 0.1, "median RTT {} -> {}", median(&quiet), median(&noisy));
+}

@@ -45,7 +45,7 @@ class SimEngine:
             raise EngineError(f"sim engine: result is not JSON: {error}") from None
         jitter_ns, stall_per_packet = config.get("jitter_ns", 0), config.get("stall_per_packet", 0.0)
         kinds = [
-            *(["seeded exponential lateness of each ACK and the handshake's SYN-ACK, in order, over the kernel path's fixed floor (crates/cclab-sim/src/jitter.rs KERNEL_PATH_FLOOR_NS)", "a seeded phase of the timestamp option's millisecond clock (crates/cclab-sim/src/tcp/rtt.rs TsClock)"] if jitter_ns else []),
+            *(["seeded exponential lateness of each ACK and the handshake's SYN-ACK, in order, over the kernel path's fixed floor (crates/cclab-sim/src/jitter.rs KERNEL_PATH_FLOOR_NS)", "a seeded phase of the timestamp option's millisecond clock (crates/cclab-sim/src/tcp/rtt.rs TsClock)", "an idle machine's wake-up: 167 us for an ACK after 5 ms without a packet, and the reader's seeded wake after 5 ms without data (crates/cclab-sim/src/wake.rs)"] if jitter_ns else []),
             *(["seeded Pareto-tailed stalls of the bottleneck's dequeue (crates/cclab-sim/src/stall.rs)"] if stall_per_packet else []),
         ]
         model = "; ".join(kinds) or "none: the noiseless model"

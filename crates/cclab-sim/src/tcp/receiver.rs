@@ -33,6 +33,7 @@
 use super::interval_set::IntervalSet;
 use super::receive_window::ReceiveWindow;
 use super::rtt::TsClock;
+use crate::jitter::AckJitter;
 use cclab_aqm::Ecn;
 use cclab_cc::{SimDuration, SimTime};
 
@@ -55,6 +56,14 @@ pub const TCP_NUM_SACKS: usize = 4;
 /// receiver ACKed segments from `tcp_cleanup_rbuf`, which runs after the read, 12 us after
 /// they arrived (module comment). Data arriving meanwhile (a burst) is read with it.
 pub const READER_WAKEUP: SimDuration = SimDuration::from_micros(12);
+/// Data after this long without any finds the reader asleep (wake.rs: the machine idles).
+pub const READER_IDLE: SimDuration = SimDuration::from_millis(5);
+/// The kernel engine's reader after [`READER_IDLE`]: 45-297 us from a burst's first segment
+/// to its first read, median about 90 (`bench/kernel_receiver_trace.py`, 8 runs; docs/
+/// FIDELITY.md, "Tried, not landed: a reader that wakes late after idle"), drawn as this
+/// floor (12 us plus 33) and an exponential of [`READER_IDLE_WAKE_MEAN_NS`] (median 95 us).
+pub const READER_IDLE_WAKE_FLOOR_NS: u64 = 45_000;
+pub const READER_IDLE_WAKE_MEAN_NS: u64 = 72_000;
 
 /// A cumulative ACK with up to three SACK blocks, most recent first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,6 +106,10 @@ pub enum AckAction {
 }
 
 pub struct TcpReceiver {
+    /// When the last data segment arrived: a burst after [`READER_IDLE`] wakes the reader late.
+    last_arrival: Option<SimTime>,
+    /// The reader's seeded wake-up after idle; `None` (the noiseless model): always [`READER_WAKEUP`].
+    pub idle_reader_wake: Option<AckJitter>,
     /// Next expected segment.
     rcv_nxt: u64,
     /// `rcv_wup`: rcv_nxt when the last ACK was sent.
@@ -157,6 +170,8 @@ impl TcpReceiver {
     /// which sets the SACK-compression delay: min(1 ms, RTT/20).
     pub fn new(base_rtt: SimDuration) -> Self {
         TcpReceiver {
+            last_arrival: None,
+            idle_reader_wake: None,
             rcv_nxt: 0,
             rcv_wup: 0,
             ts_recent: None,
@@ -222,6 +237,7 @@ impl TcpReceiver {
     /// sent *before* this segment is accounted (so no SACK block is lost).
     pub fn on_segment(&mut self, now: SimTime, seq: u64, ecn: Ecn, cwr: bool) -> (AckAction, u64, Option<AckPacket>) {
         self.segments_received += 1;
+        let previous_arrival = self.last_arrival.replace(now);
         if ecn == Ecn::Ce {
             self.ce_segments += 1;
         }
@@ -260,7 +276,14 @@ impl TcpReceiver {
                 hole_filled = self.out_of_order.is_empty();
             }
             self.unread_segments += self.rcv_nxt - before;
-            self.read_at.get_or_insert(now + READER_WAKEUP);
+            if self.read_at.is_none() {
+                let after_idle = previous_arrival.is_none_or(|t| now.saturating_since(t) >= READER_IDLE);
+                let wake = match &mut self.idle_reader_wake {
+                    Some(idle_wake) if after_idle => idle_wake.draw(),
+                    _ => READER_WAKEUP,
+                };
+                self.read_at = Some(now + wake);
+            }
             if let Some(w) = &mut self.window {
                 window_grew = w.on_in_order_data(now, rcv_nxt_of_segment, charged_on_arrival);
             }
@@ -639,6 +662,33 @@ mod tests {
         let later = SimTime(30 * 1_000_000);
         assert_eq!(rx.make_ack(later).window_end - rx.rcv_nxt(), 56);
         assert_eq!(rx.charged_segments(), 0);
+    }
+
+    #[test]
+    fn after_five_ms_without_data_the_reader_wakes_late_and_within_a_stream_at_once() {
+        use cclab_cc::rng::SimRng;
+        let mut rx = TcpReceiver::new(SimDuration::from_millis(20));
+        rx.idle_reader_wake = Some(AckJitter::new(SimRng::new(7), READER_IDLE_WAKE_MEAN_NS, READER_IDLE_WAKE_FLOOR_NS));
+        let read_delay = |rx: &mut TcpReceiver, now: SimTime, seq: u64| {
+            rx.catch_up_reads(now);
+            rx.on_segment(now, seq, Ecn::NotEct, false);
+            rx.read_due().unwrap() - now
+        };
+        // The first data, and each burst after 5 ms without data: late, each its own draw.
+        let mut idle_delays = Vec::new();
+        for burst in 0..20u64 {
+            let now = SimTime(burst * 10_000_000);
+            idle_delays.push(read_delay(&mut rx, now, 2 * burst));
+            // A segment 100 us later, after that read: the reader is awake.
+            let next = now + SimDuration::from_micros(400);
+            assert_eq!(read_delay(&mut rx, next, 2 * burst + 1), READER_WAKEUP, "burst {burst}");
+        }
+        assert!(idle_delays.iter().all(|d| d.as_nanos() >= READER_IDLE_WAKE_FLOOR_NS), "{idle_delays:?}");
+        let distinct: std::collections::BTreeSet<u64> = idle_delays.iter().map(|d| d.as_nanos()).collect();
+        assert!(distinct.len() > 15, "seeded draws, not one delay: {idle_delays:?}");
+        // Without the noise the reader always runs READER_WAKEUP after the data.
+        let mut quiet = TcpReceiver::new(SimDuration::from_millis(20));
+        assert_eq!(read_delay(&mut quiet, SimTime(50_000_000), 0), READER_WAKEUP);
     }
 
     #[test]
