@@ -40,14 +40,16 @@ fn with_jitter_seeds_differ_and_each_replays_exactly() {
     assert_eq!(goodputs(cubic_pair(2, 7_600)), runs[1]);
 }
 
+/// One BBR flow over 20 Mbit/s, 40 ms and a 1-BDP queue, with the given ACK noise.
+fn bbr_at_20_mbps(duration_s: u64, jitter_ns: u64) -> cclab_sim::SimConfig {
+    let mut c = config(20, 40, bdp_bytes(20, 40), 0.0, duration_s, vec![flow(0, "bbr")]);
+    c.jitter_ns = jitter_ns;
+    c
+}
+
 #[test]
 fn jitter_delays_acks_by_about_its_mean_and_the_laws_still_hold() {
-    let cfg = |jitter_ns| {
-        let mut c = config(20, 40, bdp_bytes(20, 40), 0.0, 5, vec![flow(0, "bbr")]);
-        c.jitter_ns = jitter_ns;
-        c
-    };
-    let (quiet, noisy) = (run_checked(cfg(0)), run_checked(cfg(200_000)));
+    let (quiet, noisy) = (run_checked(bbr_at_20_mbps(5, 0)), run_checked(bbr_at_20_mbps(5, 200_000)));
     let (q, n) = (&quiet.flows[0], &noisy.flows[0]);
     // BBR keeps the queue near empty, so its fastest RTT is the path's own plus the noise's
     // smallest draws: never less than without noise, and not by much more than the mean.
@@ -144,12 +146,7 @@ fn with_noise_a_packet_reaching_an_idle_machine_waits_for_it_to_wake() {
 /// A bulk BBR flow at 20 Mbit/s keeps the machine busy: its packets find it awake.
 #[test]
 fn a_busy_path_never_waits_for_the_machine_to_wake() {
-    let cfg = |jitter_ns| {
-        let mut c = config(20, 40, bdp_bytes(20, 40), 0.0, 3, vec![flow(0, "bbr")]);
-        c.jitter_ns = jitter_ns;
-        c
-    };
-    let (quiet, noisy) = (run_checked(cfg(0)), run_checked(cfg(1)));
+    let (quiet, noisy) = (run_checked(bbr_at_20_mbps(3, 0)), run_checked(bbr_at_20_mbps(3, 1)));
     // Past the first rounds BBR's flight keeps packets crossing every few hundred us: the
     // median RTT moves by the floor alone, not by the 167 us of two wake-ups.
     let median = |r: &cclab_sim::SimResult| r.flows[0].rtt_p50_ms.unwrap();
