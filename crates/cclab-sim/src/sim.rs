@@ -325,6 +325,8 @@ impl Simulation {
                 break;
             }
             let (now, event) = self.queue.pop().expect("peeked");
+            // An event scheduled in the past (say, behind a deferred ACK) would run time backwards.
+            debug_assert!(now >= self.now, "event at {now:?} after {:?}", self.now);
             self.now = now;
             self.handle(event);
             let processed = self.queue.processed();

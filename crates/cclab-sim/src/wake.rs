@@ -7,13 +7,14 @@
 //! and the simulator's per-ACK noise (jitter.rs) stands for what is left.
 //!
 //! Measured on the reference machine (docs/FIDELITY.md, "The idle machine: PROBE_RTT's
-//! rounds and slow start's reads"), from router captures of BBR at 300 Mbit/s x 100 ms in PROBE_RTT, where 4
-//! packets cross the path every round and the machine idles ~50 ms between crossings:
+//! rounds and slow start's reads"), from router captures of BBR at 300 Mbit/s x 100 ms in
+//! PROBE_RTT, where 4 packets cross the path every round and the machine idles ~50 ms
+//! between crossings. The constants come from the first 4 runs (13 rounds); 12 runs (36
+//! rounds) give 64 and ~100 us:
 //! - the ACK left the router towards the sender (through the delay line, which sits on that
-//!   direction) [`DELAY_LINE_WAKE_NS`] later than the simulator's noisy ACK arrives (median of
-//!   13 rounds 137 us over the configured RTT, against the noise's mean of 71 us); the
-//!   receiver's own answer, seen at the router's receiver side, was only ~15 us slower than
-//!   on a busy path;
+//!   direction) [`DELAY_LINE_WAKE_NS`] later than the simulator's noisy ACK arrives (median
+//!   137 us over the configured RTT, against the noise's mean of 71 us); the receiver's own
+//!   answer, seen at the router's receiver side, was only ~15 us slower than on a busy path;
 //! - the sender's next data reached the router a median 116 us after the ACK that released
 //!   it left the router, against ~10-15 us when the sender is busy (its 10th percentile in
 //!   STARTUP); [`SENDER_WAKE_NS`] is the difference.

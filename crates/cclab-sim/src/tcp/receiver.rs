@@ -56,8 +56,8 @@ pub const TCP_NUM_SACKS: usize = 4;
 /// receiver ACKed segments from `tcp_cleanup_rbuf`, which runs after the read, 12 us after
 /// they arrived (module comment). Data arriving meanwhile (a burst) is read with it.
 pub const READER_WAKEUP: SimDuration = SimDuration::from_micros(12);
-/// Data after this long without any finds the reader asleep (wake.rs: the machine idles).
-pub const READER_IDLE: SimDuration = SimDuration::from_millis(5);
+/// Data after this long without any finds the reader asleep: the machine's idle threshold.
+pub const READER_IDLE: SimDuration = SimDuration(crate::wake::IDLE_NS);
 /// The kernel engine's reader after [`READER_IDLE`]: 45-297 us from a burst's first segment
 /// to its first read, median about 90 (`bench/kernel_receiver_trace.py`, 8 runs; docs/
 /// FIDELITY.md, "Tried, not landed: a reader that wakes late after idle"), drawn as this
