@@ -361,7 +361,7 @@ def delay_reasons(m: Measured) -> list[str]:
     if d["lateness_ns"]["p99"] > limit_ns:
         reasons.append(
             f"delay line p99 lateness {d['lateness_ns']['p99'] / 1e3:.0f} us exceeds 1% of the RTT "
-            f"({limit_ns / 1e3:.0f} us)"
+            f"({limit_ns / 1e3:.0f} us){host_steal_note(m)}"
         )
     if d["no_timestamp"] > 0.001 * max(1, d["packets"]):
         reasons.append(f"{d['no_timestamp']} delayed packets had no kernel receive timestamp")
@@ -388,7 +388,7 @@ def bottleneck_reasons(m: Measured) -> list[str]:
     if report["release_lateness_ns"]["p99"] > limit_ns:
         reasons.append(
             f"userspace bottleneck p99 release lateness {report['release_lateness_ns']['p99'] / 1e3:.0f} us "
-            f"exceeds 1% of the RTT ({limit_ns / 1e3:.0f} us)"
+            f"exceeds 1% of the RTT ({limit_ns / 1e3:.0f} us){host_steal_note(m)}"
         )
     tbf_drops = m.tbf_last.drops - m.tbf_first.drops
     if tbf_drops:
@@ -432,7 +432,24 @@ def validity(m: Measured, flows: list[dict], bn: dict) -> dict:
 
 
 def cpu_idle_fraction(m: Measured) -> float | None:
+    return _cpu_fraction(m, 1)
+
+
+def cpu_steal_fraction(m: Measured) -> float | None:
+    """The share of the machine's CPU time the hypervisor gave to others during the run."""
+    return _cpu_fraction(m, 2)
+
+
+def _cpu_fraction(m: Measured, column: int) -> float | None:
     cpu = m.sampler.cpu
     if len(cpu) < 2:
         return None
-    return (cpu[-1][1] - cpu[0][1]) / max(1, cpu[-1][2] - cpu[0][2])
+    return (cpu[-1][column] - cpu[0][column]) / max(1, cpu[-1][3] - cpu[0][3])
+
+
+def host_steal_note(m: Measured) -> str:
+    """Appended to a lateness reason: whether the host took CPU time from this machine."""
+    steal = cpu_steal_fraction(m)
+    if steal is None:
+        return ""
+    return f"; the hypervisor took {steal:.1%} of the CPU time meanwhile"

@@ -1,5 +1,5 @@
 """Probes that run while traffic flows: TCP_INFO per flow (sock_diag), tbf and netem backlog
-and drops (rtnetlink qdisc stats), machine CPU idle (/proc/stat).
+and drops (rtnetlink qdisc stats), machine CPU idle and steal (/proc/stat).
 
 Each probe owns a raw netlink socket opened inside the namespace it watches; requests are
 prebuilt bytes and replies are parsed with `struct`, so a 1 ms queue poll stays cheap.
@@ -297,12 +297,14 @@ class TbfProbe(QdiscProbe):
         return found
 
 
-def cpu_times() -> tuple[int, int]:
-    """(idle + iowait, total) jiffies of the whole machine from /proc/stat."""
+def cpu_times() -> tuple[int, int, int]:
+    """(idle + iowait, steal, total) jiffies of the whole machine from /proc/stat. Steal is
+    time the hypervisor ran someone else while a vCPU had work: a late delay line on a
+    virtual machine is often that, not load inside it."""
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
     idle = fields[3] + fields[4]
-    return idle, sum(fields[:8])
+    return idle, fields[7], sum(fields[:8])
 
 
 def softnet_dropped() -> int:

@@ -88,6 +88,7 @@ def provenance(
         "oversize_packets": sum(v[0] for k, v in m.router_counters.items() if k[0] == "oversize"),
         "idle_rtt_ms": {str(k): v for k, v in idle_rtt_ms.items()},
         "cpu_idle_fraction": assemble.cpu_idle_fraction(m),
+        "cpu_steal_fraction": assemble.cpu_steal_fraction(m),
         "softnet_drops_growth": m.softnet_growth,
         "sampler_missed_ticks": m.sampler.overruns,
         "finite_flows": _finite_flows(m),
@@ -98,7 +99,7 @@ def provenance(
             "connection's SYN (sender-side sock_diag poll, ~1 ms) to the kernel receive stamp of the last byte; a "
             "flow still going at the end of the run is reset there and counts only bytes that arrived by then",
             "rtt percentiles come from TCP_INFO srtt samples at flow_sample_interval_ns; rtt_min from tcpi_min_rtt",
-            "the machine is shared: other CPU load can disturb results (see validity and cpu_idle_fraction)",
+            "the machine is shared: other CPU load can disturb results (see validity, cpu_idle_fraction and cpu_steal_fraction)",
         ],
     }
 

@@ -38,7 +38,7 @@ class Sampler:
         self.queue_interval_s = queue_interval_s
         self.flows = {fid: FlowRows() for fid in flow_probes}
         self.queue = QueueRows()
-        self.cpu: list[tuple[float, int, int]] = []
+        self.cpu: list[tuple[float, int, int, int]] = []  # (t, idle, steal, total)
         self.t0 = 0.0
         self.overruns = 0
         self._stop = threading.Event()
@@ -76,8 +76,7 @@ class Sampler:
                 next_at += missed * interval_s
 
     def _sample_flows(self, t: float) -> None:
-        idle, total = cpu_times()
-        self.cpu.append((t, idle, total))
+        self.cpu.append((t, *cpu_times()))
         for fid, probe in self.flow_probes.items():
             s = probe.sample()
             if s is not None:

@@ -1,0 +1,40 @@
+"""Validity reasons from what a run measured, without running one: a late delay line says
+whether the hypervisor took the CPU meanwhile, read from /proc/stat's steal column."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from cclab.engines.kernel import assemble, probes
+
+RTT_NS = 20_000_000  # 1% of it, 200 us, is the lateness limit
+
+
+def _late_delay_line(p99_lateness_ns: int, cpu: list[tuple[float, int, int, int]]) -> SimpleNamespace:
+    report = {"queues": [{"queue": 0, "queue_dropped": 0, "user_dropped": 0}], "packets": 1000, "no_timestamp": 0,
+              "lateness_ns": {"p99": p99_lateness_ns}}  # fmt: skip
+    return SimpleNamespace(delay_mechanism="delayline", delay_report=report, delay_line_died=False, rtt_ns=RTT_NS,
+                           sampler=SimpleNamespace(cpu=cpu))  # fmt: skip
+
+
+def test_a_late_delay_line_names_the_share_of_cpu_time_the_hypervisor_took() -> None:
+    # (t, idle, steal, total) jiffies: 1000 elapsed, 35 of them stolen.
+    m = _late_delay_line(900_000, [(0.0, 500, 10, 2000), (5.0, 1100, 45, 3000)])
+    assert assemble.cpu_steal_fraction(m) == 0.035
+    assert assemble.cpu_idle_fraction(m) == 0.6
+    (reason,) = assemble.delay_reasons(m)
+    assert reason == "delay line p99 lateness 900 us exceeds 1% of the RTT (200 us); the hypervisor took 3.5% of the CPU time meanwhile"
+
+
+def test_a_punctual_delay_line_is_no_reason_whatever_the_steal() -> None:
+    assert assemble.delay_reasons(_late_delay_line(150_000, [(0.0, 0, 0, 100), (1.0, 10, 90, 200)])) == []
+
+
+def test_without_two_cpu_samples_the_reason_makes_no_claim_about_steal() -> None:
+    (reason,) = assemble.delay_reasons(_late_delay_line(900_000, [(0.0, 0, 0, 100)]))
+    assert reason.endswith("(200 us)")
+
+
+def test_cpu_times_reads_idle_steal_and_total_from_proc_stat() -> None:
+    idle, steal, total = probes.cpu_times()
+    assert 0 <= steal <= total and 0 <= idle <= total
