@@ -143,6 +143,7 @@ void BPF_PROG(bbr3_init, struct sock *sk)
 	bbr->probe_rtt_min_stamp = tcp_jiffies32();
 	bbr->min_rtt_us = tcp_min_rtt(tp);
 	bbr->min_rtt_stamp = tcp_jiffies32();
+	bbr->init_stamp = tcp_jiffies32();
 	bbr_init_pacing_rate_from_rtt(sk, bbr);
 	bbr->mode = BBR3_STARTUP;
 	bbr->ack_epoch_mstamp = tp->tcp_mstamp;

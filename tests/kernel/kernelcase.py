@@ -57,20 +57,20 @@ requires_kernel_engine = pytest.mark.skipif(SKIP_REASON is not None, reason=f"ke
 
 
 # Reasons a kernel run can be invalid because of the host rather than the scenario: a
-# one-off scheduling hiccup of this VM (delay-line lateness, CPU starvation, per-CPU
+# scheduling hiccup of this VM or its host (delay-line lateness, CPU starvation, per-CPU
 # backlog overflow). Accounting reasons (retransmits vs drops, vanished segments) are not.
 HOST_TIMING_REASONS = ("lateness", "CPU idle", "softnet")
+#: Runs of one config at most, while each is invalid for host timing only. A CI host once
+#: made four tests' runs late twice in a row (delay line p99 0.4-1 ms at a 200 us limit).
+HOST_TIMING_ATTEMPTS = 3
 
 
 def run_valid(config: dict) -> dict:
-    """Runs `config`; if the run is invalid only for host-timing reasons, runs it once more.
+    """Runs `config`, again while the run is invalid for host-timing reasons only.
     Tests that need a valid run still assert validity on the result."""
     from cclab.engines.kernel import run
 
-    result = run(config)
-    if host_timing_only(result["validity"]["reasons"]):
-        result = run(config)
-    return result
+    return _until_host_timing_allows(lambda: run(config), lambda result: result["validity"]["reasons"])
 
 
 def host_timing_only(reasons: list[str]) -> bool:
@@ -78,20 +78,39 @@ def host_timing_only(reasons: list[str]) -> bool:
 
 
 def run_spec_valid(spec: dict):
-    """`cclab.run(spec, "kernel")`, once more if invalid only for host-timing reasons (as
+    """`cclab.run(spec, "kernel")`, again while invalid for host-timing reasons only (as
     `run_valid`, for tests that go through the public API)."""
     import cclab
 
-    result = cclab.run(spec, "kernel")
-    if host_timing_only(result.validity["reasons"]):
-        result = cclab.run(spec, "kernel")
-    return result
+    return _until_host_timing_allows(lambda: cclab.run(spec, "kernel"), lambda result: result.validity["reasons"])
+
+
+def _until_host_timing_allows(run_once, reasons_of):
+    for _ in range(HOST_TIMING_ATTEMPTS - 1):
+        result = run_once()
+        if not host_timing_only(reasons_of(result)):
+            return result
+    return run_once()
 
 
 #: 50 Mbit/s, 40 ms, 1 BDP (250 KB), 20 s: the BBRv2/v3 port tests' link, long enough for
 #: PROBE_RTTs (every 5 s).
 BBR_PORT_SCENARIO = {"rate_bps": 50_000_000, "rtt_ns": 40_000_000, "queue_limit_bytes": 250_000,
                      "duration_ns": 20_000_000_000}  # fmt: skip
+#: v2/v3's probe_rtt_win_ms (google/bbr v3 tcp_bbr.c): PROBE_RTT comes when no RTT sample
+#: has beaten the window's minimum for this long.
+PROBE_RTT_WIN_S = 5.0
+
+
+def assert_walks_v2_v3_states(acks: dict[str, int], duration_s: float) -> None:
+    """Every state of v2/v3 is visited. PROBE_RTT too, unless PROBE_BW kept finding RTTs below
+    the window's minimum, each restarting its 5 s clock: then v2/v3 rightly never go (a CI
+    host's noisy delay line made that happen once in 20 s). That takes a restart within the
+    last 5 s of the run (less a jiffy or so of slack)."""
+    for state in ("startup", "drain", "probe_bw_down", "probe_bw_cruise", "probe_bw_refill", "probe_bw_up"):
+        assert acks[state] > 0, (state, acks)
+    clock_ran_to_the_end = acks["probe_rtt_last_postponed_ms"] >= 1000 * (duration_s - PROBE_RTT_WIN_S) - 100
+    assert acks["probe_rtt"] > 0 or clock_ran_to_the_end, acks
 
 
 def root_qdiscs() -> str:

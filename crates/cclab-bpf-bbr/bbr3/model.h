@@ -267,6 +267,8 @@ static __always_inline void bbr_update_min_rtt(struct sock *sk, struct bbr3 *bbr
 	if (rs->rtt_us >= 0 &&
 	    (rs->rtt_us < bbr->probe_rtt_min_us || (bbr_v2alpha && rs->rtt_us == bbr->probe_rtt_min_us) ||
 	     (probe_rtt_expired && !rs->is_ack_delayed))) {
+		if (!probe_rtt_expired && bbr->mode == BBR3_PROBE_BW)
+			record_max(STAT_PROBE_RTT_LAST_POSTPONED_MS, jiffies_to_msecs(now - bbr->init_stamp));
 		bbr->probe_rtt_min_us = (__u32)rs->rtt_us;
 		bbr->probe_rtt_min_stamp = now;
 	}

@@ -143,6 +143,7 @@ struct bbr3 {
 	__u32 hist_delivered[LOSS_HISTORY];
 	__u32 hist_lost_before[LOSS_HISTORY];
 	__u32 hist_lost_after[LOSS_HISTORY];
+	__u32 init_stamp; /* the port's: jiffies at init, for the stats' times */
 };
 
 /* What v3 reads from its struct rate_sample beyond mainline's (tx_in_flight,
@@ -163,11 +164,14 @@ struct {
 
 /* ACKs seen in each state (0 STARTUP, 1 DRAIN, 2 PROBE_BW DOWN, 3 CRUISE,
  * 4 REFILL, 5 UP, 6 PROBE_RTT), then 7: inflight_hi cuts (loss too high while
- * probing), 8: bw_lo/inflight_lo cuts (loss while not probing). Read by the
- * engine before it unregisters the CC (bpf_cc.py). */
+ * probing), 8: bw_lo/inflight_lo cuts (loss while not probing), 9: the last
+ * time (ms after the flow's init) an RTT sample in PROBE_BW restarted PROBE_RTT's
+ * 5 s clock by beating the window's minimum, putting PROBE_RTT off; the latest
+ * over flows. Read by the engine before it unregisters the CC (bpf_cc.py). */
 #define STAT_TOO_HIGH 7
 #define STAT_LOWER_BOUNDS 8
-#define STATS 9
+#define STAT_PROBE_RTT_LAST_POSTPONED_MS 9
+#define STATS 10
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, STATS);
@@ -181,6 +185,16 @@ static __always_inline void count(__u32 idx)
 
 	if (v)
 		__sync_fetch_and_add(v, 1);
+}
+
+/* Raises entry idx to value (a latest time: only ever grows, so a lost race
+ * between flows keeps a value one of them wrote). */
+static __always_inline void record_max(__u32 idx, __u64 value)
+{
+	__u64 *v = bpf_map_lookup_elem(&bbr3_stats, &idx);
+
+	if (v && *v < value)
+		*v = value;
 }
 
 /* --- Kernel helpers (include/net/tcp.h, lib/) ------------------------------ */
@@ -208,6 +222,11 @@ static __always_inline bool before(__u32 seq1, __u32 seq2)
 static __always_inline __u32 tcp_jiffies32(void)
 {
 	return (__u32)bpf_jiffies64();
+}
+
+static __always_inline __u32 jiffies_to_msecs(__u32 j)
+{
+	return (__u32)((__u64)j * 1000 / HZ);
 }
 
 /* msecs_to_jiffies() for a constant HZ: round up. */

@@ -425,7 +425,7 @@ class RunCcs:
 #: takes v2 names, state.h), and the meaning of each entry.
 STATS = {f"{CA_PREFIX}3": ("bbr3_stats", "bbr3_main"), f"{CA_PREFIX}2": ("bbr2_stats", "bbr2_main")}
 STATS_NAMES = ("startup", "drain", "probe_bw_down", "probe_bw_cruise", "probe_bw_refill", "probe_bw_up",
-               "probe_rtt", "inflight_hi_cuts", "lower_bound_cuts")  # fmt: skip
+               "probe_rtt", "inflight_hi_cuts", "lower_bound_cuts", "probe_rtt_last_postponed_ms")  # fmt: skip
 
 
 def read_stats_map(map_name: str, program: str) -> list[int] | None:
