@@ -89,7 +89,11 @@ pub use sim::Simulation;
 /// `idle_reader_wake`), not 12 us. BBR's PROBE_RTT rounds are then as long as on the kernel
 /// (it leaves a round early as often), and slow start's reads scatter over its bursts as
 /// the kernel's do, so the receiver's window holds a round back as often.
-pub const MODEL_VERSION: u32 = 20;
+/// 21: `tcp_tso_should_defer`'s "a third of the window is free" compares bytes, as Linux
+/// does (min(snd_wnd, cwnd x mss) / 3), not whole segments rounded down: four free segments
+/// of a cwnd of 14 now wait for the head's ACK. The rtt set's figures stay model 20's (goodput
+/// p90 7.9% against 7.8%).
+pub const MODEL_VERSION: u32 = 21;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

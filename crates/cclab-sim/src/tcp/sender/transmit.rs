@@ -42,7 +42,7 @@ const TCP_MIN_TSO_SEGS: u32 = 2;
 /// `tcp_update_pacing_rate` for CCs that do not set the pacing rate themselves.
 const PACING_SS_RATIO_PCT: u64 = 200;
 const PACING_CA_RATIO_PCT: u64 = 120;
-/// `sysctl_tcp_tso_win_divisor` default: send at once when a third of cwnd is free.
+/// `sysctl_tcp_tso_win_divisor` default: send at once when a third of the window is free.
 const TSO_WIN_DIVISOR: u32 = 3;
 /// `tcp_tso_should_defer`: defer only if the last write was at most this long ago.
 const TSO_DEFER_RECENT_WRITE: SimDuration = SimDuration::from_millis(1);
@@ -149,7 +149,12 @@ impl TcpSender {
         }
         let (in_flight, cwnd) = (self.in_flight(), self.tcp.snd_cwnd);
         let limit_segs = cwnd.saturating_sub(in_flight).min(self.window_room().min(u32::MAX as u64) as u32);
-        if limit_segs >= max_segs || limit_segs >= cwnd / TSO_WIN_DIVISOR {
+        // Linux compares bytes: limit >= min(snd_wnd, cwnd x mss) / divisor. For whole
+        // segments that is limit x divisor >= the chunk's segments (a third of a cwnd of 14
+        // is 4.67 segments, so four free segments do not send at once).
+        let snd_wnd_segs = self.snd_wnd_end.saturating_sub(self.tcp.snd_una).min(self.rwnd_segments.unwrap_or(u64::MAX));
+        let chunk_segs = snd_wnd_segs.min(cwnd as u64);
+        if limit_segs >= max_segs || limit_segs as u64 * TSO_WIN_DIVISOR as u64 >= chunk_segs {
             return false;
         }
         let Some(head) = self.segments.front() else { return false };
@@ -444,6 +449,24 @@ mod tests {
         assert!(out.is_empty());
         s.transmit(slot + SimDuration::from_micros(1_001), &mut q, &mut out);
         assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn a_third_of_the_window_is_counted_in_bytes_so_four_free_segments_of_fourteen_wait() {
+        // Linux's chunk is min(snd_wnd, cwnd x mss) / 3 in bytes: 4.67 segments of a cwnd of
+        // 14. Four free segments (short of the skb's eight) are below it and wait for the
+        // head's ACK, due within 1 ms; five of 15 are a third and leave at once.
+        let (mut s, mut q, _) = paced_sender(12_000_000, 100);
+        s.tcp.snd_cwnd = s.in_flight() + 4;
+        assert_eq!(s.tcp.snd_cwnd, 14);
+        let now = s.segments.front().unwrap().xmit_time + SimDuration::from_micros(19_500);
+        s.tcp.next_send_time = now;
+        let mut out = Vec::new();
+        s.transmit(now, &mut q, &mut out);
+        assert!(out.is_empty(), "4 x 3 < 14: deferred");
+        s.tcp.snd_cwnd += 1;
+        s.transmit(now, &mut q, &mut out);
+        assert_eq!(out.len(), 5, "5 x 3 >= 15: sent");
     }
 
     fn before(t: SimTime, micros: u64) -> SimTime {
