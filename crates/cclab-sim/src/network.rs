@@ -19,6 +19,8 @@ pub struct DataPacket {
     pub ecn: Ecn,
     /// The TCP header's CWR flag.
     pub cwr: bool,
+    /// The TCP header's PSH flag (the sender's `Transmission::psh`).
+    pub psh: bool,
     /// The timestamp option's TSecr: the TSval of the last ACK the sender took.
     pub tsecr: SimTime,
     /// The timestamp option's TSval: when the sender sent it.
@@ -466,7 +468,7 @@ mod tests {
     }
 
     fn frame(seq: u64) -> Packet<DataPacket> {
-        let inner = DataPacket { flow: 0, payload_bytes: FRAME - crate::FRAME_OVERHEAD_BYTES, seq, ecn: Ecn::NotEct, cwr: false, tsecr: SimTime::ZERO, tsval: SimTime::ZERO };
+        let inner = DataPacket { flow: 0, payload_bytes: FRAME - crate::FRAME_OVERHEAD_BYTES, seq, ecn: Ecn::NotEct, cwr: false, psh: false, tsecr: SimTime::ZERO, tsval: SimTime::ZERO };
         Packet { meta: PacketMeta { len_bytes: FRAME, flow_hash: 0, src_host_hash: 0, dst_host_hash: 0, ecn: Ecn::NotEct, enqueue_time: SimTime::ZERO }, inner }
     }
 

@@ -513,7 +513,7 @@ impl Simulation {
         }
         let flow = &mut self.flows[flow_idx as usize];
         for tx in out.drain(..) {
-            let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq, ecn: tx.ecn, cwr: tx.cwr, tsecr: flow.sender.ts_recent(), tsval: flow.sender.ts_clock.read(now) };
+            let pkt = DataPacket { flow: flow_idx, payload_bytes: tx.payload_bytes, seq: tx.seq, ecn: tx.ecn, cwr: tx.cwr, psh: tx.psh, tsecr: flow.sender.ts_recent(), tsval: flow.sender.ts_clock.read(now) };
             let departure = now.max(flow.access_free_at) + self.access_rate.transmit_time(pkt.frame_bytes() as u64);
             flow.access_free_at = departure;
             if flow.access.push(departure, pkt) {
@@ -589,7 +589,7 @@ impl Simulation {
         flow.receiver.catch_up_reads(now);
         flow.receiver.on_timestamp(now, pkt.tsecr);
         flow.receiver.on_data_timestamp(pkt.seq, pkt.tsval);
-        let (action, _, flushed) = flow.receiver.on_segment(now, pkt.seq, pkt.ecn, pkt.cwr);
+        let (action, _, flushed) = flow.receiver.on_segment(now, pkt.seq, pkt.ecn, pkt.cwr, pkt.psh);
         if let Some(ack) = flushed {
             Self::put_ack(&mut self.queue, &mut self.ack_jitter, flow, i, now, ack);
         }

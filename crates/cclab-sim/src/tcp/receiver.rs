@@ -163,6 +163,9 @@ pub struct TcpReceiver {
     /// receiver, so it is made when the receiver is next touched, at its own time.
     unread_segments: u64,
     read_at: Option<SimTime>,
+    /// `ICSK_ACK_PUSHED`: an in-order full-sized segment carried PSH since the last ACK
+    /// (`tcp_measure_rcv_mss`, Linux 6.6+); a read that empties the socket then ACKs.
+    ack_pushed: bool,
 }
 
 impl TcpReceiver {
@@ -201,6 +204,7 @@ impl TcpReceiver {
             ooo_segments: 0,
             unread_segments: 0,
             read_at: None,
+            ack_pushed: false,
         }
     }
 
@@ -235,7 +239,7 @@ impl TcpReceiver {
     /// A data segment arrived. Returns the ACK action, how many segments
     /// became deliverable in order, and possibly a compressed ACK that must be
     /// sent *before* this segment is accounted (so no SACK block is lost).
-    pub fn on_segment(&mut self, now: SimTime, seq: u64, ecn: Ecn, cwr: bool) -> (AckAction, u64, Option<AckPacket>) {
+    pub fn on_segment(&mut self, now: SimTime, seq: u64, ecn: Ecn, cwr: bool, psh: bool) -> (AckAction, u64, Option<AckPacket>) {
         self.segments_received += 1;
         let previous_arrival = self.last_arrival.replace(now);
         if ecn == Ecn::Ce {
@@ -262,6 +266,10 @@ impl TcpReceiver {
         let mut window_grew = false;
         let mut flushed = None;
         if seq == self.rcv_nxt {
+            // tcp_event_data_recv -> tcp_measure_rcv_mss: a full-sized segment with PSH
+            // marks the ACK as pushed (since 4720852ed9af, "tcp: fix delayed ACKs for MSS
+            // boundary condition"; every segment here is full-sized).
+            self.ack_pushed |= psh;
             self.rcv_nxt += 1;
             let rcv_nxt_of_segment = self.rcv_nxt;
             // Queued before tcp_event_data_recv runs: this segment is charged too.
@@ -430,15 +438,15 @@ impl TcpReceiver {
     /// the unread data would have shrunk the window; "tcp_recvmsg() will send ACK
     /// otherwise", as `__tcp_ack_snd_check` says), or the freed memory at least doubles a
     /// window that has shrunk to half the clamp or less. Evaluated on arrival with the
-    /// memory the read will free, which nothing but the read changes until then. The third
-    /// rule, a drained queue after a pushed or short segment (`ICSK_ACK_PUSHED`), is left
-    /// out: the sender sets no PSH here, though Linux's carry it on every multi-segment skb
-    /// (a trial of both is not in the model: docs/FIDELITY.md, model 16 and "The CUBIC pair at 1:2").
+    /// memory the read will free, which nothing but the read changes until then. Or, third,
+    /// a pushed segment arrived (`ICSK_ACK_PUSHED`) and the read empties the socket: nothing
+    /// queued out of order (`sk_rmem_alloc` 0 after the copy; a bulk receiver is never in
+    /// pingpong mode).
     pub fn read_will_ack(&self, ack_scheduled: bool) -> bool {
         if self.read_at.is_none() {
             return false;
         }
-        if ack_scheduled && self.rcv_nxt - self.rcv_wup > 1 {
+        if ack_scheduled && (self.rcv_nxt - self.rcv_wup > 1 || (self.ack_pushed && self.ooo_segments == 0)) {
             return true;
         }
         self.window.as_ref().is_some_and(|w| w.read_doubles_window(self.rcv_nxt, self.ooo_segments))
@@ -500,6 +508,8 @@ impl TcpReceiver {
             ack.sack_count += 1;
         }
         self.rcv_wup = self.rcv_nxt;
+        // tcp_event_ack_sent -> inet_csk_clear_xmit_timer(ICSK_TIME_DACK): pending flags go.
+        self.ack_pushed = false;
         self.acks_sent += 1;
         self.compressed_acks = 0;
         self.quickacks_left = self.quickacks_left.saturating_sub(1);
@@ -516,7 +526,7 @@ mod tests {
         let mut rx = TcpReceiver::new(SimDuration::from_millis(20));
         rx.ack_each_read_segment = false;
         for seq in 0..TCP_MAX_QUICKACKS as u64 {
-            assert_eq!(rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false).0, AckAction::SendNow);
+            assert_eq!(rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false, false).0, AckAction::SendNow);
             rx.make_ack(SimTime::ZERO);
         }
         rx
@@ -525,7 +535,7 @@ mod tests {
     /// One segment sent at `sent_ms` arriving now, its TSval kept as Linux keeps it.
     fn arrive(rx: &mut TcpReceiver, seq: u64, sent_ms: u64) -> AckAction {
         rx.on_data_timestamp(seq, SimTime(sent_ms * 1_000_000));
-        rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false).0
+        rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false, false).0
     }
 
     #[test]
@@ -550,8 +560,8 @@ mod tests {
     fn after_the_quickacks_every_second_segment_is_acked() {
         let mut rx = receiver_past_quickacks();
         let n = TCP_MAX_QUICKACKS as u64;
-        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::NotEct, false).0, AckAction::Delay(_)));
-        assert_eq!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::NotEct, false).0, AckAction::SendNow);
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::NotEct, false, false).0, AckAction::Delay(_)));
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::NotEct, false, false).0, AckAction::SendNow);
         assert_eq!(rx.make_ack(SimTime::ZERO).cum_ack, n + 2);
     }
 
@@ -568,7 +578,7 @@ mod tests {
             for i in 0..count {
                 let now = SimTime(*round * rtt_ns + i * rtt_ns / count);
                 rx.on_timestamp(now, SimTime(now.as_nanos().saturating_sub(rtt_ns)));
-                if rx.on_segment(now, *next_seq, Ecn::NotEct, false).0 == AckAction::SendNow {
+                if rx.on_segment(now, *next_seq, Ecn::NotEct, false, false).0 == AckAction::SendNow {
                     rx.make_ack(now);
                     acks += 1;
                 }
@@ -616,7 +626,7 @@ mod tests {
         let mut rx = TcpReceiver::new(SimDuration::from_millis(20));
         rx.use_receive_window(ReceiveWindow::new(1448, super::super::receive_window::KERNEL_SEGMENT_TRUESIZE_BYTES, SimTime::ZERO));
         for seq in 0..20 {
-            rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false);
+            rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false, false);
         }
         let ack = rx.make_ack(SimTime::ZERO);
         assert_eq!(ack.window_end - ack.cum_ack, 45);
@@ -650,7 +660,7 @@ mod tests {
             // One segment a millisecond: the reader runs between arrivals.
             let now = SimTime(seq * 1_000_000);
             rx.catch_up_reads(now);
-            if rx.on_segment(now, seq, Ecn::NotEct, false).0 == AckAction::SendNow {
+            if rx.on_segment(now, seq, Ecn::NotEct, false, false).0 == AckAction::SendNow {
                 let ack = rx.make_ack(now);
                 offered.push(ack.window_end - ack.cum_ack);
             }
@@ -671,7 +681,7 @@ mod tests {
         rx.idle_reader_wake = Some(AckJitter::new(SimRng::new(7), READER_IDLE_WAKE_MEAN_NS, READER_IDLE_WAKE_FLOOR_NS));
         let read_delay = |rx: &mut TcpReceiver, now: SimTime, seq: u64| {
             rx.catch_up_reads(now);
-            rx.on_segment(now, seq, Ecn::NotEct, false);
+            rx.on_segment(now, seq, Ecn::NotEct, false, false);
             rx.read_due().unwrap() - now
         };
         // The first data, and each burst after 5 ms without data: late, each its own draw.
@@ -697,13 +707,13 @@ mod tests {
         rx.ack_each_read_segment = true;
         let n = TCP_MAX_QUICKACKS as u64;
         for seq in n..n + 4 {
-            assert_eq!(rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false).0, AckAction::SendNow, "segment {seq}");
+            assert_eq!(rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false, false).0, AckAction::SendNow, "segment {seq}");
             assert_eq!(rx.make_ack(SimTime::ZERO).cum_ack, seq + 1);
         }
         // Out-of-order data is not readable: the first duplicate ACKs go at
         // once, later ones are still compressed.
         for (i, seq) in (n + 5..n + 10).enumerate() {
-            let action = rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false).0;
+            let action = rx.on_segment(SimTime::ZERO, seq, Ecn::NotEct, false, false).0;
             if i < TCP_FASTRETRANS_THRESH as usize {
                 assert_eq!(action, AckAction::SendNow);
                 rx.make_ack(SimTime::ZERO);
@@ -723,7 +733,7 @@ mod tests {
         for seq in 0..40 {
             now = SimTime(seq * 1_000_000);
             rx.catch_up_reads(now);
-            if rx.on_segment(now, seq, Ecn::NotEct, false).0 == AckAction::SendNow {
+            if rx.on_segment(now, seq, Ecn::NotEct, false, false).0 == AckAction::SendNow {
                 rx.make_ack(now);
             }
         }
@@ -732,13 +742,13 @@ mod tests {
         // One segment: delayed, and its read sends nothing (one MSS is not "more than one").
         let now = SimTime(50_000_000);
         rx.catch_up_reads(now);
-        assert!(matches!(rx.on_segment(now, 40, Ecn::NotEct, false).0, AckAction::Delay(_)));
+        assert!(matches!(rx.on_segment(now, 40, Ecn::NotEct, false, false).0, AckAction::Delay(_)));
         assert!(!rx.read_will_ack(true));
         // A burst before the reader runs: every second segment is ACKed until the unread
         // ones would shrink the window; then __tcp_ack_snd_check holds the ACK back ...
         let mut held_back = 0;
         for seq in 41..60 {
-            match rx.on_segment(now, seq, Ecn::NotEct, false).0 {
+            match rx.on_segment(now, seq, Ecn::NotEct, false, false).0 {
                 AckAction::SendNow => {
                     rx.make_ack(now);
                 }
@@ -755,18 +765,43 @@ mod tests {
     }
 
     #[test]
+    fn a_pushed_segment_is_acked_by_the_read_that_empties_the_socket_and_a_lone_unpushed_one_waits() {
+        let mut rx = receiver_past_quickacks();
+        let n = TCP_MAX_QUICKACKS as u64;
+        // Without PSH a lone segment waits for the delayed-ACK timer, read or not.
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::NotEct, false, false).0, AckAction::Delay(_)));
+        assert!(!rx.read_will_ack(true));
+        rx.make_ack(SimTime::ZERO);
+        // With PSH (ICSK_ACK_PUSHED) the read sends the ACK the timer was holding ...
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::NotEct, false, true).0, AckAction::Delay(_)));
+        assert!(rx.read_will_ack(true));
+        // ... only if an ACK is pending at all (inet_csk_ack_scheduled).
+        assert!(!rx.read_will_ack(false));
+        // An ACK sent clears the mark: the next lone segment waits again.
+        assert_eq!(rx.make_ack(SimTime::ZERO).cum_ack, n + 2);
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n + 2, Ecn::NotEct, false, false).0, AckAction::Delay(_)));
+        assert!(!rx.read_will_ack(true));
+        rx.make_ack(SimTime::ZERO);
+        // Data queued out of order keeps memory charged after the read: no pushed ACK.
+        rx.on_segment(SimTime::ZERO, n + 5, Ecn::NotEct, false, false);
+        rx.make_ack(SimTime::ZERO);
+        rx.on_segment(SimTime::ZERO, n + 3, Ecn::NotEct, false, true);
+        assert!(!rx.read_will_ack(true));
+    }
+
+    #[test]
     fn a_lone_segment_waits_for_the_delayed_ack_timer() {
         let mut rx = receiver_past_quickacks();
         let now = SimTime(1_000);
-        assert_eq!(rx.on_segment(now, TCP_MAX_QUICKACKS as u64, Ecn::NotEct, false).0, AckAction::Delay(now + TCP_DELACK));
+        assert_eq!(rx.on_segment(now, TCP_MAX_QUICKACKS as u64, Ecn::NotEct, false, false).0, AckAction::Delay(now + TCP_DELACK));
     }
 
     #[test]
     fn out_of_order_data_is_sacked_most_recent_block_first() {
         let mut rx = receiver_past_quickacks();
         let base = TCP_MAX_QUICKACKS as u64;
-        rx.on_segment(SimTime::ZERO, base + 2, Ecn::NotEct, false); // hole at base, base+1
-        rx.on_segment(SimTime::ZERO, base + 5, Ecn::NotEct, false); // hole at base+3, base+4
+        rx.on_segment(SimTime::ZERO, base + 2, Ecn::NotEct, false, false); // hole at base, base+1
+        rx.on_segment(SimTime::ZERO, base + 5, Ecn::NotEct, false, false); // hole at base+3, base+4
         let ack = rx.make_ack(SimTime::ZERO);
         assert_eq!(ack.cum_ack, base);
         assert_eq!(ack.sacks(), &[(base + 5, base + 6), (base + 2, base + 3)]);
@@ -776,10 +811,10 @@ mod tests {
     fn filling_the_last_hole_acks_everything_at_once() {
         let mut rx = receiver_past_quickacks();
         let base = TCP_MAX_QUICKACKS as u64;
-        rx.on_segment(SimTime::ZERO, base + 1, Ecn::NotEct, false);
-        rx.on_segment(SimTime::ZERO, base + 2, Ecn::NotEct, false);
+        rx.on_segment(SimTime::ZERO, base + 1, Ecn::NotEct, false, false);
+        rx.on_segment(SimTime::ZERO, base + 2, Ecn::NotEct, false, false);
         rx.make_ack(SimTime::ZERO);
-        let (action, delivered, _) = rx.on_segment(SimTime::ZERO, base, Ecn::NotEct, false);
+        let (action, delivered, _) = rx.on_segment(SimTime::ZERO, base, Ecn::NotEct, false, false);
         assert_eq!(action, AckAction::SendNow);
         assert_eq!(delivered, 3);
         assert_eq!(rx.make_ack(SimTime::ZERO).cum_ack, base + 3);
@@ -791,7 +826,7 @@ mod tests {
         let base = TCP_MAX_QUICKACKS as u64;
         let mut actions = Vec::new();
         for i in 1..=6 {
-            let (a, _, _) = rx.on_segment(SimTime::ZERO, base + i, Ecn::NotEct, false);
+            let (a, _, _) = rx.on_segment(SimTime::ZERO, base + i, Ecn::NotEct, false, false);
             if a == AckAction::SendNow {
                 rx.make_ack(SimTime::ZERO);
             }
@@ -808,7 +843,7 @@ mod tests {
         // Four immediate dupACKs' worth of holes, then compressed ones.
         let mut last_ack = None;
         for i in 0..8u64 {
-            let (action, _, flushed) = rx.on_segment(SimTime::ZERO, base + 1 + 2 * i, Ecn::NotEct, false);
+            let (action, _, flushed) = rx.on_segment(SimTime::ZERO, base + 1 + 2 * i, Ecn::NotEct, false, false);
             if let Some(ack) = flushed {
                 // The flushed ACK still reports the three newest blocks before this one.
                 assert_eq!(ack.sack_count, 3);
@@ -824,7 +859,7 @@ mod tests {
     #[test]
     fn a_duplicate_segment_is_acked_at_once() {
         let mut rx = receiver_past_quickacks();
-        assert_eq!(rx.on_segment(SimTime::ZERO, 3, Ecn::NotEct, false).0, AckAction::SendNow);
+        assert_eq!(rx.on_segment(SimTime::ZERO, 3, Ecn::NotEct, false, false).0, AckAction::SendNow);
     }
 
     #[test]
@@ -832,18 +867,18 @@ mod tests {
         let mut rx = receiver_past_quickacks();
         rx.ecn_ok = true;
         let n = TCP_MAX_QUICKACKS as u64;
-        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ect0, false).0, AckAction::Delay(_)));
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ect0, false, false).0, AckAction::Delay(_)));
         // CE: no delayed ACK (tcp_enter_quickack_mode), and ECE set.
-        assert_eq!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::Ce, false).0, AckAction::SendNow);
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::Ce, false, false).0, AckAction::SendNow);
         assert!(rx.make_ack(SimTime::ZERO).ece);
         // Later ACKs keep echoing though their segments are not marked.
         for seq in n + 2..n + 6 {
-            if rx.on_segment(SimTime::ZERO, seq, Ecn::Ect0, false).0 == AckAction::SendNow {
+            if rx.on_segment(SimTime::ZERO, seq, Ecn::Ect0, false, false).0 == AckAction::SendNow {
                 assert!(rx.make_ack(SimTime::ZERO).ece);
             }
         }
         // The sender's CWR stops the echo and is ACKed at once.
-        assert_eq!(rx.on_segment(SimTime::ZERO, n + 6, Ecn::Ect0, true).0, AckAction::SendNow);
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 6, Ecn::Ect0, true, false).0, AckAction::SendNow);
         assert!(!rx.make_ack(SimTime::ZERO).ece);
         assert_eq!(rx.ce_segments, 1);
     }
@@ -852,7 +887,7 @@ mod tests {
     fn without_negotiated_ecn_a_ce_mark_is_counted_but_not_echoed() {
         let mut rx = receiver_past_quickacks();
         let n = TCP_MAX_QUICKACKS as u64;
-        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ce, false).0, AckAction::Delay(_)));
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ce, false, false).0, AckAction::Delay(_)));
         assert!(!rx.make_ack(SimTime::ZERO).ece);
         assert_eq!(rx.ce_segments, 1);
     }

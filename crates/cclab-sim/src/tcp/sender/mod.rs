@@ -72,6 +72,10 @@ pub struct Transmission {
     pub ecn: Ecn,
     /// The TCP header's CWR flag: the sender reduced its window for an ECE.
     pub cwr: bool,
+    /// The TCP header's PSH flag: the last segment of an skb of two or more
+    /// (`__tcp_transmit_skb` sets it on every such skb "to expedite GRO flush at
+    /// receiver", and `tcp_gso_segment` leaves it on the last segment only).
+    pub psh: bool,
 }
 
 /// Something worth showing on a timeline: CC mode changes, recovery, RTOs.

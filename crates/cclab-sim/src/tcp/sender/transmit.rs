@@ -211,6 +211,7 @@ impl TcpSender {
             // tcp_set_tx_in_flight: in flight once this whole skb is out.
             let skb_in_flight = self.in_flight() + (max_segs as u64).min(self.new_data_available()) as u32;
             let mut burst_bytes = 0u32;
+            let burst_start = out.len();
             let mut prev_seq: Option<u64> = None;
             for _ in 0..max_segs {
                 match kind {
@@ -238,6 +239,11 @@ impl TcpSender {
                         sent_new += 1;
                     }
                 }
+            }
+            // __tcp_transmit_skb: PSH on every skb of two or more segments ("to expedite GRO
+            // flush at receiver"), which tcp_gso_segment leaves on the last one.
+            if out.len() - burst_start >= 2 {
+                out.last_mut().expect("the skb's segments").psh = true;
             }
             self.advance_send_clock(now, burst_bytes);
         }
@@ -323,7 +329,7 @@ impl TcpSender {
         } else {
             (Ecn::NotEct, false)
         };
-        out.push(Transmission { seq, payload_bytes: bytes, is_retransmission: is_retrans, ecn, cwr });
+        out.push(Transmission { seq, payload_bytes: bytes, is_retransmission: is_retrans, ecn, cwr, psh: false });
         bytes
     }
 
@@ -408,6 +414,22 @@ mod tests {
         assert!(out.is_empty());
         s.transmit(t0 + SimDuration(skb_ns), &mut q, &mut out);
         assert_eq!(out.iter().map(|t| t.seq).collect::<Vec<_>>(), vec![13, 14, 15]);
+    }
+
+    #[test]
+    fn the_last_segment_of_an_skb_of_two_or_more_carries_psh_and_a_lone_segment_none() {
+        // Three segments per skb (47 Mbit/s): PSH on the third only (__tcp_transmit_skb).
+        let (mut s, mut q, t0) = paced_sender(5_875_000, 100);
+        let mut out = Vec::new();
+        s.transmit(t0, &mut q, &mut out);
+        assert_eq!(out.iter().map(|t| t.psh).collect::<Vec<_>>(), vec![false, false, true]);
+        // Room in cwnd for one segment only: an skb of one, which Linux leaves unpushed.
+        out.clear();
+        s.tcp.snd_cwnd = s.in_flight() + 1;
+        let next = s.tcp.next_send_time + SimDuration::from_millis(5);
+        s.transmit(next, &mut q, &mut out);
+        assert_eq!(out.len(), 1);
+        assert!(!out[0].psh);
     }
 
     #[test]
