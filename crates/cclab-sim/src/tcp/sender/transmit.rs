@@ -447,15 +447,21 @@ mod tests {
         assert_eq!(out.len(), 2);
     }
 
-    #[test]
-    fn a_paced_sender_short_of_cwnd_gathers_a_full_skb_until_a_millisecond_after_its_pacing_slot() {
-        // BBR at 96 Mbit/s: skbs of eight segments; cwnd leaves room for two.
-        let (mut s, mut q, _) = paced_sender(12_000_000, 100);
+    /// BBR at 96 Mbit/s (skbs of eight segments) with `free` segments of room in cwnd, at a
+    /// time when its pacing slot has come and the head's ACK is due (srtt 20 ms) within 1 ms.
+    fn short_of_cwnd_as_the_heads_ack_nears(free: u32) -> (TcpSender, EventQueue, SimTime) {
+        let (mut s, q, _) = paced_sender(12_000_000, 100);
         assert_eq!(s.tso_segs(), 8);
-        s.tcp.snd_cwnd = s.in_flight() + 2;
-        // The head's ACK is due (srtt 20 ms) within 1 ms; the pacing slot has come.
+        s.tcp.snd_cwnd = s.in_flight() + free;
         let now = s.segments.front().unwrap().xmit_time + SimDuration::from_micros(19_500);
         s.tcp.next_send_time = now;
+        (s, q, now)
+    }
+
+    #[test]
+    fn a_paced_sender_short_of_cwnd_gathers_a_full_skb_until_a_millisecond_after_its_pacing_slot() {
+        // Room for two segments of an skb of eight.
+        let (mut s, mut q, now) = short_of_cwnd_as_the_heads_ack_nears(2);
         let mut out = Vec::new();
         s.transmit(now, &mut q, &mut out);
         assert!(out.is_empty(), "two segments of room wait for more");
@@ -478,11 +484,8 @@ mod tests {
         // Linux's chunk is min(snd_wnd, cwnd x mss) / 3 in bytes: 4.67 segments of a cwnd of
         // 14. Four free segments (short of the skb's eight) are below it and wait for the
         // head's ACK, due within 1 ms; five of 15 are a third and leave at once.
-        let (mut s, mut q, _) = paced_sender(12_000_000, 100);
-        s.tcp.snd_cwnd = s.in_flight() + 4;
+        let (mut s, mut q, now) = short_of_cwnd_as_the_heads_ack_nears(4);
         assert_eq!(s.tcp.snd_cwnd, 14);
-        let now = s.segments.front().unwrap().xmit_time + SimDuration::from_micros(19_500);
-        s.tcp.next_send_time = now;
         let mut out = Vec::new();
         s.transmit(now, &mut q, &mut out);
         assert!(out.is_empty(), "4 x 3 < 14: deferred");
