@@ -48,11 +48,12 @@ browser-deps:
 test: install browser-deps
 	# cclab-py links against libpython only when loaded by Python: the pytest suite tests it.
 	cargo test --workspace --exclude cclab-py
-	# The kernel engine's tests run real time and need a quiet machine: alone, one at a time.
-	# The rest are CPU-bound: one worker per core, a file to a worker (module fixtures run
-	# once). Both halves run even if the first fails.
+	# The kernel engine's tests run real time and need a quiet machine: alone, one at a time,
+	# and so do the tests that assert on wall-clock time. The rest are CPU-bound: one worker
+	# per core, a file to a worker (module fixtures run once). Every part runs even if one fails.
 	status=0; $(VENV)/bin/pytest tests/kernel || status=$$?; \
-	$(VENV)/bin/pytest -n auto --dist loadfile --ignore=tests/kernel || status=$$?; exit $$status
+	$(VENV)/bin/pytest -m wall_clock --ignore=tests/kernel || status=$$?; \
+	$(VENV)/bin/pytest -n auto --dist loadfile -m "not wall_clock" --ignore=tests/kernel || status=$$?; exit $$status
 
 run: install
 	# The main job: the "When to use BBR" study (Cao et al., IMC 2019) on the simulator:
