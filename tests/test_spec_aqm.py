@@ -78,12 +78,39 @@ def test_given_parameters_override_the_defaults_in_their_units() -> None:
         (scenario("red", {"avpkt": "lots"}), "bottleneck.aqm_params.avpkt: not a size"),
         (scenario("codel", {"targt_ms": 3}), "bottleneck.aqm_params.targt_ms: unknown key (did you mean 'target_ms'?)"),
         (scenario("cake", {"flow_mode": "per-flow"}), "bottleneck.aqm_params.flow_mode: must be one of"),
+        (scenario("dualpi2", {"coupling_factor": 0}), "bottleneck.aqm_params.coupling_factor: must be >= 1"),
+        (scenario("dualpi2", {"classic_protection_percent": 101}), "bottleneck.aqm_params.classic_protection_percent: must be <= 100"),
+        (scenario("dualpi2", {"step_thresh_ms": 1, "step_thresh_packets": 4}), "bottleneck.aqm_params.step_thresh_packets: give the step"),
+        (scenario("dualpi2", {"alpha_hz": 0.001}), "bottleneck.aqm_params.alpha_hz: must be at least 1/256 Hz"),
+        (scenario("dualpi2", {"ecn_mask": "ect0"}), "bottleneck.aqm_params.ecn_mask: must be one of"),
+        (scenario("pie", {"alpha_hz": 0.16}), 'bottleneck.aqm_params.alpha_hz: does not apply to aqm = "pie"'),
     ],
 )
 def test_a_bad_queue_discipline_or_parameter_is_one_line_naming_the_field(data: dict[str, Any], line: str) -> None:
     message = error_line(data)
     assert message.startswith(line), message
     assert "\n" not in message
+
+
+def test_dualpi2_takes_the_kernels_defaults_and_tcs_units() -> None:
+    assert resolved_aqm("dualpi2") == {
+        "kind": "dualpi2", "limit_packets": 10000, "memory_limit_bytes": 10000 * 2 * 1514, "target_ns": 15_000_000,
+        "tupdate_ns": 16_000_000, "alpha": 41, "beta": 819, "step_thresh_ns": 1_000_000, "step_thresh_packets": None,
+        "min_qlen_step": 0, "coupling_factor": 2, "drop_overload": True, "drop_early": False, "c_protection_percent": 10,
+        "ecn_mask": 1,
+    }  # fmt: skip
+    # Hz as tc takes them, truncated x 256; a packet step replaces the time step.
+    given = resolved_aqm("dualpi2", {"alpha_hz": 0.16, "beta_hz": 3.2, "step_thresh_packets": 8, "limit": 100, "ecn_mask": "any_ect"})
+    assert (given["alpha"], given["beta"]) == (40, 819)
+    assert (given["step_thresh_ns"], given["step_thresh_packets"], given["memory_limit_bytes"], given["ecn_mask"]) == (None, 8, 302_800, 3)
+
+
+def test_dctcp_is_a_congestion_control_of_its_own() -> None:
+    data = scenario("codel", {"ecn": True, "ce_threshold_ms": 1})
+    data["flows"] = [{"cc": "dctcp"}]
+    flow = Scenario.from_dict(data).resolve()["flows"][0]
+    # TCP_CONG_NEEDS_ECN: it negotiates ECN whatever the flow's `ecn` says.
+    assert (flow["cc"], flow["ecn"]) == ("dctcp", True)
 
 
 def test_ecn_is_off_unless_a_flow_asks_for_it() -> None:

@@ -70,6 +70,7 @@ FLOW_SERIES_COLUMNS: dict[str, str] = {
     "bbr_min_rtt_ms": "float64",
     "cc_mode": "string",
     "retrans_segments": "Int64",
+    "ecn_alpha": "float64",  # DCTCP's alpha (BBRv3's where it uses ECN); null for other CCs
 }
 QUEUE_SERIES_COLUMNS: dict[str, str] = {
     "time_s": "float64",
@@ -77,6 +78,7 @@ QUEUE_SERIES_COLUMNS: dict[str, str] = {
     "drops": "int64",
     "utilization": "float64",
     "ce_marks": "Int64",
+    "l4s_queue_bytes": "Int64",  # the L4S queue's part of queue_bytes (dualpi2); null otherwise
 }
 EVENT_COLUMNS: dict[str, str] = {
     "time_s": "float64",

@@ -14,7 +14,7 @@ import pytest
 from cclab.engines.kernel import aqm, probes
 from cclab.engines.kernel.delayline import bottleneck_args
 from cclab.engines.kernel.errors import KernelEngineError
-from cclab.spec.aqm import resolve_aqm
+from cclab.spec.aqm import AqmParams, resolve_aqm
 
 BOTTLENECK = {"rate_bps": 100_000_000, "rtt_ns": 20_000_000, "queue_limit_bytes": 2_500_000, "queue_limit_packets": None}
 TBF = {
@@ -35,6 +35,15 @@ CODEL = {
     "options": {"limit": 1000, "target": 4999, "interval": 99999},
     **COUNTERS, "drops": 97, "count": 3, "lastcount": 2, "ldelay": 4201, "drop_next": -1204,
     "maxpacket": 1514, "ecn_mark": 0, "drop_overlimit": 7,
+}  # fmt: skip
+DUALPI2 = {
+    "kind": "dualpi2", "handle": "10:", "parent": "1:1",
+    "options": {"limit": 1651, "memory-limit": 30280000, "target": 15000, "tupdate": 16000, "alpha": 0.15625,
+                "beta": 3.195312, "step-thresh-us": 1000, "min-qlen-step": 0, "coupling": 2, "drop-overload": "drop",
+                "drop-early": "drop-dequeue", "c-protection": 10, "ecn-mask": "l4s-ect", "split-gso": None},
+    **{**COUNTERS, "overlimits": 20}, "drops": 120, "prob": 0.012, "delay-c": 14210, "delay-l": 310, "pkts-in-c": 90000,
+    "pkts-in-l": 120000, "maxq": 180, "ecn-mark": 5300, "step-mark": 4100, "credit": -40, "memory-used": 0,
+    "max-memory-used": 410000, "memory-limit": 30280000,
 }  # fmt: skip
 PIE = {
     "kind": "pie", "handle": "10:", "parent": "1:1",
@@ -171,6 +180,20 @@ def test_cake_runs_unshaped_under_tbf_with_the_buffer_as_memlimit() -> None:
     assert "truesize" in how
 
 
+def test_dualpi2_takes_every_parameter_in_tcs_words_with_gains_exact_to_tcs_truncation() -> None:
+    args, how = aqm.kernel_qdisc_args("rx", resolved("dualpi2"), BOTTLENECK, 100_000_000)
+    assert args[10:] == [
+        "limit", "1651", "memlimit", "30280000", "target", "15000us", "tupdate", "16000us",
+        "alpha", "0.16015625", "beta", "3.19921875", "step_thresh", "1000us", "min_qlen_step", "0",
+        "coupling_factor", "2", "drop_on_overload", "drop_dequeue", "classic_protection", "10", "l4s_ect",
+    ]  # fmt: skip
+    # q_dualpi2.c sends (uint32_t)(alpha * 256): the kernel's defaults 41 and 819 come back.
+    assert int(float(args[args.index("alpha") + 1]) * 256) == 41 and int(float(args[args.index("beta") + 1]) * 256) == 819
+    packets = resolve_aqm("dualpi2", AqmParams(step_thresh_packets=5, ecn_mask="any_ect"), buffer_bytes=2_500_000, rate_bps=100_000_000)
+    args, _ = aqm.kernel_qdisc_args("rx", packets, BOTTLENECK, 100_000_000)
+    assert args[args.index("step_thresh") + 1] == "5packets" and args[-1] == "any_ect"
+
+
 # --- the kernel path's counters --------------------------------------------------------------
 
 
@@ -182,6 +205,7 @@ def test_cake_runs_unshaped_under_tbf_with_the_buffer_as_memlimit() -> None:
         (PIE, 300, 40, 260, 0),
         (RED, 51, 11, 40, 1800),
         (CAKE, 230, 0, 230, 4100),
+        (DUALPI2, 120, 20, 100, 5300),
     ],
 )
 def test_tc_json_counters_split_drops_into_overflow_and_aqm_and_count_marks(

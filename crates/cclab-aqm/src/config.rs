@@ -31,6 +31,9 @@ pub enum AqmConfig {
     Pie(PieConfig),
     /// `tc qdisc ... cake` without a bandwidth (the caller shapes): net/sched/sch_cake.c.
     Cake(CakeConfig),
+    /// `tc qdisc ... dualpi2`: net/sched/sch_dualpi2.c (RFC 9332).
+    #[serde(rename = "dualpi2")]
+    DualPi2(crate::dualpi2::DualPi2Config),
 }
 
 impl AqmConfig {
@@ -43,6 +46,7 @@ impl AqmConfig {
             AqmConfig::Red(_) => "red",
             AqmConfig::Pie(_) => "pie",
             AqmConfig::Cake(_) => "cake",
+            AqmConfig::DualPi2(_) => "dualpi2",
         }
     }
 }

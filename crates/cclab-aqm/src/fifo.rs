@@ -62,7 +62,7 @@ mod tests {
 
     fn pkt(id: u32, len: u32) -> Packet<u32> {
         Packet {
-            meta: PacketMeta { len_bytes: len, flow_hash: 0, src_host_hash: 0, dst_host_hash: 0, ecn: Ecn::NotEct, enqueue_time: SimTime::ZERO },
+            meta: PacketMeta { len_bytes: len, flow_hash: 0, src_host_hash: 0, dst_host_hash: 0, ecn: Ecn::NotEct, enqueue_time: SimTime::ZERO, l4s_queue: false },
             inner: id,
         }
     }

@@ -260,7 +260,7 @@ mod tests {
     const FRAME: u32 = 1514;
 
     fn pkt(flow_hash: u32, id: u32, ecn: Ecn) -> Packet<u32> {
-        Packet { meta: PacketMeta { len_bytes: FRAME, flow_hash, src_host_hash: 0, dst_host_hash: 0, ecn, enqueue_time: SimTime::ZERO }, inner: id }
+        Packet { meta: PacketMeta { len_bytes: FRAME, flow_hash, src_host_hash: 0, dst_host_hash: 0, ecn, enqueue_time: SimTime::ZERO, l4s_queue: false }, inner: id }
     }
 
     /// Hashes that land in distinct queues of a 1024-queue fq_codel.

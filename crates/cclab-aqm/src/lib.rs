@@ -23,6 +23,7 @@ pub mod cake;
 mod cobalt;
 pub mod config;
 pub mod delivery_trace;
+pub mod dualpi2;
 pub mod ecn;
 pub mod fifo;
 pub mod fq_codel;
@@ -66,6 +67,16 @@ pub struct PacketMeta {
     pub ecn: Ecn,
     /// When the packet entered the qdisc; set by `enqueue` (CoDel's timestamp).
     pub enqueue_time: SimTime,
+    /// DualPI2's classification (`dualpi2_skb_cb.classified`): set by its `enqueue`
+    /// when the packet went to the L4S queue; false under every other qdisc.
+    pub l4s_queue: bool,
+}
+
+impl PacketMeta {
+    /// A packet of `len_bytes` with codepoint `ecn`, from flow `flow_hash`, hosts unnamed.
+    pub fn new(len_bytes: u32, flow_hash: u32, ecn: Ecn) -> Self {
+        PacketMeta { len_bytes, flow_hash, src_host_hash: 0, dst_host_hash: 0, ecn, enqueue_time: SimTime::ZERO, l4s_queue: false }
+    }
 }
 
 pub struct Packet<P> {
@@ -121,6 +132,7 @@ pub enum AnyQdisc<P> {
     Red(red::Red<P>),
     Pie(pie::Pie<P>),
     Cake(cake::Cake<P>),
+    DualPi2(dualpi2::DualPi2<P>),
 }
 
 macro_rules! dispatch {
@@ -132,6 +144,7 @@ macro_rules! dispatch {
             AnyQdisc::Red($q) => $body,
             AnyQdisc::Pie($q) => $body,
             AnyQdisc::Cake($q) => $body,
+            AnyQdisc::DualPi2($q) => $body,
         }
     };
 }
@@ -165,6 +178,7 @@ impl AqmConfig {
             AqmConfig::Red(c) => AnyQdisc::Red(red::Red::new(c, rate_bps)),
             AqmConfig::Pie(c) => AnyQdisc::Pie(pie::Pie::new(c)),
             AqmConfig::Cake(c) => AnyQdisc::Cake(cake::Cake::new(c)),
+            AqmConfig::DualPi2(c) => AnyQdisc::DualPi2(dualpi2::DualPi2::new(c)),
         }
     }
 }

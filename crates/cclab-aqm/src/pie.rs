@@ -490,6 +490,7 @@ mod tests {
             dst_host_hash: 2,
             ecn: Ecn::NotEct,
             enqueue_time: SimTime::ZERO,
+            l4s_queue: false,
         };
         for _ in 0..10 {
             q.enqueue(SimTime(0), Packet { meta, inner: 0 }, &mut rng, &mut dropped);

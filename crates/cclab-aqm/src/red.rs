@@ -373,6 +373,7 @@ mod tests {
                 dst_host_hash: 2,
                 ecn,
                 enqueue_time: SimTime::ZERO,
+                l4s_queue: false,
             },
             inner: 0,
         }

@@ -6,7 +6,9 @@
 //! A source is either constant-rate (unresponsive) or a window-limited AIMD
 //! sender, a Reno caricature: its ACK returns `rtt_ns` after the packet left
 //! the queue, a drop or CE mark is seen one RTT later and halves the window
-//! at most once per RTT; each ACK adds 1/cwnd.
+//! at most once per RTT; each ACK adds 1/cwnd. A scalable source (DCTCP in the
+//! small, RFC 8257 with g = 1) instead cuts its window once per RTT by half the
+//! fraction of that RTT's ACKs that carried CE; a drop still halves.
 
 use crate::{DropReason, Ecn, Packet, PacketMeta, Qdisc, QdiscStats};
 use cclab_cc::rng::SimRng;
@@ -19,6 +21,8 @@ use std::collections::BinaryHeap;
 pub struct Aimd {
     /// Round trip without queueing.
     pub rtt_ns: u64,
+    /// Reduce by half a packet per CE mark (scalable) instead of halving once per RTT.
+    pub scalable: bool,
 }
 
 /// A traffic source; `rate_bps` is its line rate (a CBR source's only rate).
@@ -53,7 +57,12 @@ impl Source {
 
     /// A window-limited AIMD flow with line rate `rate_bps` and base RTT `rtt_ns`.
     pub fn aimd(id: u32, rate_bps: u64, rtt_ns: u64) -> Self {
-        Source { aimd: Some(Aimd { rtt_ns }), ..Source::cbr(id, rate_bps) }
+        Source { aimd: Some(Aimd { rtt_ns, scalable: false }), ..Source::cbr(id, rate_bps) }
+    }
+
+    /// A window-limited flow with a scalable response to CE, marking its packets ECT(1).
+    pub fn scalable(id: u32, rate_bps: u64, rtt_ns: u64) -> Self {
+        Source { aimd: Some(Aimd { rtt_ns, scalable: true }), ecn: Ecn::Ect1, ..Source::cbr(id, rate_bps) }
     }
 
     pub fn host(mut self, host: u32) -> Self {
@@ -163,6 +172,10 @@ struct Sender {
     cwnd: f64,
     in_flight: u64,
     recover_until_ns: u64,
+    /// A scalable source's round: when it ends, its ACKs and CE marks so far.
+    round_end_ns: u64,
+    round_acks: u32,
+    round_marks: u32,
 }
 
 /// Runs `sources` into `q` for `duration_ns`, draining at `link_bps`.
@@ -171,10 +184,10 @@ pub fn drive<Q: Qdisc<u32>>(q: &mut Q, sources: &[Source], link_bps: u64, durati
     let mut flows = vec![FlowReport::default(); sources.len()];
     let mut senders: Vec<Sender> = sources
         .iter()
-        .map(|s| Sender { next_send_ns: s.start_ns, cwnd: 2.0, in_flight: 0, recover_until_ns: 0 })
+        .map(|s| Sender { next_send_ns: s.start_ns, cwnd: 2.0, in_flight: 0, recover_until_ns: 0, round_end_ns: 0, round_acks: 0, round_marks: 0 })
         .collect();
-    // ACKs and loss notices back at AIMD senders: (time, seq, source, congestion signal).
-    let mut feedback: BinaryHeap<Reverse<(u64, u64, usize, bool)>> = BinaryHeap::new();
+    // ACKs and loss notices back at AIMD senders: (time, seq, source, congestion signal, a drop).
+    let mut feedback: BinaryHeap<Reverse<(u64, u64, usize, bool, bool)>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut tx_done: Option<u64> = None; // the link is sending until then
     let mut dropped = Vec::new();
@@ -201,10 +214,22 @@ pub fn drive<Q: Qdisc<u32>>(q: &mut Q, sources: &[Source], link_bps: u64, durati
             // The link is free: it pulls the next packet below.
             tx_done = None;
         } else if back == now {
-            let Reverse((_, _, i, congestion)) = feedback.pop().unwrap();
+            let Reverse((_, _, i, congestion, drop)) = feedback.pop().unwrap();
             let w = &mut senders[i];
             w.in_flight -= 1;
-            if congestion {
+            let a = sources[i].aimd.unwrap();
+            if a.scalable && !drop {
+                w.round_acks += 1;
+                w.round_marks += congestion as u32;
+                if now >= w.round_end_ns {
+                    let marked = w.round_marks as f64 / w.round_acks as f64;
+                    w.cwnd = (w.cwnd * (1.0 - marked / 2.0)).max(1.0);
+                    (w.round_acks, w.round_marks, w.round_end_ns) = (0, 0, now + a.rtt_ns);
+                }
+                if !congestion {
+                    w.cwnd += 1.0 / w.cwnd;
+                }
+            } else if congestion {
                 if now >= w.recover_until_ns {
                     w.cwnd = (w.cwnd / 2.0).max(1.0);
                     w.recover_until_ns = now + sources[i].aimd.unwrap().rtt_ns;
@@ -223,6 +248,7 @@ pub fn drive<Q: Qdisc<u32>>(q: &mut Q, sources: &[Source], link_bps: u64, durati
                 dst_host_hash: s.dst_host_hash,
                 ecn: s.ecn,
                 enqueue_time: SimTime::ZERO,
+                l4s_queue: false,
             };
             flows[src].sent += 1;
             senders[src].in_flight += 1;
@@ -243,7 +269,7 @@ pub fn drive<Q: Qdisc<u32>>(q: &mut Q, sources: &[Source], link_bps: u64, durati
                 tx_done = Some(now + tx);
                 if let Some(a) = sources[i].aimd {
                     seq += 1;
-                    feedback.push(Reverse((now + tx + a.rtt_ns, seq, i, ce)));
+                    feedback.push(Reverse((now + tx + a.rtt_ns, seq, i, ce, false)));
                 }
             }
         }
@@ -256,7 +282,7 @@ pub fn drive<Q: Qdisc<u32>>(q: &mut Q, sources: &[Source], link_bps: u64, durati
             }
             if let Some(a) = sources[i].aimd {
                 seq += 1;
-                feedback.push(Reverse((now + a.rtt_ns, seq, i, true)));
+                feedback.push(Reverse((now + a.rtt_ns, seq, i, true, true)));
             }
         }
     }

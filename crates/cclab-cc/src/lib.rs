@@ -7,13 +7,14 @@
 //! random source: time arrives in `TcpState::now`, randomness from a
 //! generator seeded by the simulator.
 //!
-//! One file per algorithm: [`reno`], [`cubic`], [`bbr`] (BBRv1) and
+//! One file per algorithm: [`reno`], [`cubic`], [`dctcp`], [`bbr`] (BBRv1) and
 //! [`bbr3`] (BBRv3 and BBRv2alpha), one file per BBR state or mechanism.
 //! [`AnyCc`] is the single dispatch enum.
 
 pub mod bbr;
 pub mod bbr3;
 pub mod cubic;
+pub mod dctcp;
 pub mod hystart;
 pub mod reno;
 pub mod rng;
@@ -229,6 +230,8 @@ pub struct CcTelemetry {
     pub min_rtt: Option<SimDuration>,
     /// BBR's current pacing gain.
     pub pacing_gain: Option<f64>,
+    /// The ECN-marked fraction a scalable CC estimates (DCTCP's alpha), in [0, 1].
+    pub ecn_alpha: Option<f64>,
 }
 
 /// One congestion control algorithm: the hooks of Linux `tcp_congestion_ops`.
@@ -248,6 +251,14 @@ pub trait CongestionControl {
     fn set_state(&mut self, _tcp: &mut TcpState, _new_state: CaState) {}
     /// `.cwnd_event`.
     fn cwnd_event(&mut self, _tcp: &mut TcpState, _event: CwndEvent) {}
+    /// `.in_ack_event`: every ACK, after its deliveries (and CE echoes) are counted
+    /// in `delivered` / `delivered_ce` and before loss recovery acts on it.
+    fn in_ack_event(&mut self, _tcp: &mut TcpState) {}
+    /// `TCP_CONG_NEEDS_ECN`: negotiate ECN whatever the host's `tcp_ecn` says, send
+    /// every packet ECT (retransmissions and ACKs too) and echo CE as DCTCP does.
+    fn needs_ecn(&self) -> bool {
+        false
+    }
     /// `.cong_control`: model-based control of cwnd and pacing rate on every ACK.
     /// Returns `false` if this CC has none; TCP then runs PRR or `cong_avoid`.
     fn cong_control(&mut self, _tcp: &mut TcpState, _rs: &RateSample) -> bool {
@@ -279,6 +290,7 @@ pub trait CongestionControl {
 pub enum CcConfig {
     Reno,
     Cubic(cubic::CubicConfig),
+    Dctcp,
     Bbr(bbr::BbrConfig),
     /// BBRv2 as google/bbr branch v2alpha `tcp_bbr2.c` has it.
     Bbr2(bbr3::Bbr3Config),
@@ -292,6 +304,7 @@ impl CcConfig {
         match self {
             CcConfig::Reno => AnyCc::Reno(reno::Reno::default()),
             CcConfig::Cubic(cfg) => AnyCc::Cubic(cubic::Cubic::new(cfg.clone())),
+            CcConfig::Dctcp => AnyCc::Dctcp(dctcp::Dctcp::default()),
             CcConfig::Bbr(cfg) => AnyCc::Bbr(Box::new(bbr::Bbr::new(cfg.clone(), seed))),
             CcConfig::Bbr2(cfg) => AnyCc::Bbr3(Box::new(bbr3::Bbr3::new(bbr3::Params::V2ALPHA, cfg.clone(), seed))),
             CcConfig::Bbr3(cfg) => AnyCc::Bbr3(Box::new(bbr3::Bbr3::new(bbr3::Params::V3, cfg.clone(), seed))),
@@ -303,6 +316,7 @@ impl CcConfig {
 pub enum AnyCc {
     Reno(reno::Reno),
     Cubic(cubic::Cubic),
+    Dctcp(dctcp::Dctcp),
     Bbr(Box<bbr::Bbr>),
     /// BBRv2 or BBRv3: one implementation, the version in its parameters.
     Bbr3(Box<bbr3::Bbr3>),
@@ -313,6 +327,7 @@ macro_rules! dispatch {
         match $self {
             AnyCc::Reno($cc) => $body,
             AnyCc::Cubic($cc) => $body,
+            AnyCc::Dctcp($cc) => $body,
             AnyCc::Bbr($cc) => $body,
             AnyCc::Bbr3($cc) => $body,
         }
@@ -337,6 +352,12 @@ impl CongestionControl for AnyCc {
     }
     fn cwnd_event(&mut self, tcp: &mut TcpState, event: CwndEvent) {
         dispatch!(self, cc => cc.cwnd_event(tcp, event))
+    }
+    fn in_ack_event(&mut self, tcp: &mut TcpState) {
+        dispatch!(self, cc => cc.in_ack_event(tcp))
+    }
+    fn needs_ecn(&self) -> bool {
+        dispatch!(self, cc => cc.needs_ecn())
     }
     fn cong_control(&mut self, tcp: &mut TcpState, rs: &RateSample) -> bool {
         dispatch!(self, cc => cc.cong_control(tcp, rs))

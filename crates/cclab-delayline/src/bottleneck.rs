@@ -209,6 +209,7 @@ impl Bottleneck {
             dst_host_hash: hash32(&h.daddr),
             ecn: h.ecn,
             enqueue_time: SimTime::ZERO,
+            l4s_queue: false,
         };
         let pkt = Packet { meta, inner: Held { id: p.id, arrival_ns, flow, bytes } };
         // The scenario's buffer: a tail drop before the qdisc, like the simulator's caller.

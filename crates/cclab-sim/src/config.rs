@@ -111,6 +111,7 @@ impl FlowConfig {
         match self.cc.as_str() {
             "reno" => Ok(CcConfig::Reno),
             "cubic" => Ok(CcConfig::Cubic(CubicConfig::default())),
+            "dctcp" => Ok(CcConfig::Dctcp),
             "bbr" | "bbr1" => {
                 let mut cfg = BbrConfig::default();
                 if let Some(gain) = self.probe_bw_gain {

@@ -16,6 +16,8 @@ pub struct FlowSeries {
     pub bbr_min_rtt_ms: Vec<Option<f64>>,
     pub cc_mode: Vec<&'static str>,
     pub retrans_segments: Vec<u64>,
+    /// The CC's estimate of the ECN-marked fraction (DCTCP's alpha); none for other CCs.
+    pub ecn_alpha: Vec<Option<f64>>,
 }
 
 /// Bottleneck samples at the queue sample interval.
@@ -27,6 +29,8 @@ pub struct QueueSeries {
     /// Packets the AQM set to CE in the interval.
     pub ce_marks: Vec<u64>,
     pub utilization: Vec<f64>,
+    /// The L4S queue's share of `queue_bytes` under a dual-queue AQM; none for a single queue.
+    pub l4s_queue_bytes: Vec<Option<u64>>,
 }
 
 #[derive(Default, Serialize)]

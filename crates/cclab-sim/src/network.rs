@@ -142,11 +142,23 @@ pub struct Bottleneck {
     /// The largest backlog since the measurement window began (`start_window`).
     pub window_max_backlog_bytes: u64,
     pub sojourn: SojournHistogram,
+    /// DualPI2 only: each queue's sojourns, packets and the CE marks it set.
+    pub dual_queue: Option<DualQueueCounters>,
+}
+
+/// Per-queue counters of a dual-queue AQM (DualPI2): the L4S queue and the classic one.
+#[derive(Clone, Debug, Default)]
+pub struct DualQueueCounters {
+    pub l4s_sojourn: SojournHistogram,
+    pub classic_sojourn: SojournHistogram,
+    pub l4s_ce_marks: u64,
+    pub classic_ce_marks: u64,
 }
 
 impl Bottleneck {
     pub fn new(rate: Bandwidth, limit: QueueLimit, mtu_frame_bytes: u64, qdisc: AnyQdisc<DataPacket>, rng: SimRng) -> Self {
         let burst_ns = tbf_burst_ns(rate, mtu_frame_bytes);
+        let dual_queue = matches!(qdisc, AnyQdisc::DualPi2(_)).then(DualQueueCounters::default);
         Bottleneck {
             rate,
             rate_history: vec![(SimTime::ZERO, rate)],
@@ -170,6 +182,7 @@ impl Bottleneck {
             max_backlog_bytes: 0,
             window_max_backlog_bytes: 0,
             sojourn: SojournHistogram::default(),
+            dual_queue,
         }
     }
 
@@ -230,6 +243,14 @@ impl Bottleneck {
     }
 
     /// Packets the qdisc set to CE.
+    /// Bytes in the L4S queue of a dual-queue AQM; `None` for a single queue.
+    pub fn l4s_backlog_bytes(&self) -> Option<u64> {
+        match &self.qdisc {
+            AnyQdisc::DualPi2(q) => Some(q.l_backlog_bytes()),
+            _ => None,
+        }
+    }
+
     pub fn ce_marks(&self) -> u64 {
         self.qdisc.stats().ce_marks
     }
@@ -288,7 +309,19 @@ impl Bottleneck {
     /// Books the departure of `pkt`, dequeued at `t`, on the token bucket.
     #[inline]
     fn book_departure(&mut self, t: SimTime, pkt: Packet<DataPacket>) {
-        self.sojourn.record(t.saturating_since(pkt.meta.enqueue_time));
+        let sojourn = t.saturating_since(pkt.meta.enqueue_time);
+        self.sojourn.record(sojourn);
+        if let Some(dq) = &mut self.dual_queue {
+            // CE now on a packet that was not sent CE: this queue marked it.
+            let marked = (pkt.meta.ecn == Ecn::Ce && pkt.inner.ecn != Ecn::Ce) as u64;
+            if pkt.meta.l4s_queue {
+                dq.l4s_sojourn.record(sojourn);
+                dq.l4s_ce_marks += marked;
+            } else {
+                dq.classic_sojourn.record(sojourn);
+                dq.classic_ce_marks += marked;
+            }
+        }
         // Token bucket: tokens refill at the rate up to the burst; a frame
         // leaves once the bucket holds its size.
         let frame_bytes = pkt.meta.len_bytes;
@@ -469,7 +502,7 @@ mod tests {
 
     fn frame(seq: u64) -> Packet<DataPacket> {
         let inner = DataPacket { flow: 0, payload_bytes: FRAME - crate::FRAME_OVERHEAD_BYTES, seq, ecn: Ecn::NotEct, cwr: false, psh: false, tsecr: SimTime::ZERO, tsval: SimTime::ZERO };
-        Packet { meta: PacketMeta { len_bytes: FRAME, flow_hash: 0, src_host_hash: 0, dst_host_hash: 0, ecn: Ecn::NotEct, enqueue_time: SimTime::ZERO }, inner }
+        Packet { meta: PacketMeta { len_bytes: FRAME, flow_hash: 0, src_host_hash: 0, dst_host_hash: 0, ecn: Ecn::NotEct, enqueue_time: SimTime::ZERO, l4s_queue: false }, inner }
     }
 
     /// Runs the shaper's dequeues up to `until`, as the simulator's events would.

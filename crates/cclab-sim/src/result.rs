@@ -1,5 +1,6 @@
 //! The result of one run, in the schema of docs/ARCHITECTURE.md.
 
+use crate::network::DualQueueCounters;
 use crate::metrics::{percentile_sorted, rtt_summary_ms, EventSeries, FlowSeries, QueueSeries};
 use crate::sim::Simulation;
 use crate::window::{Snapshot, WholeRun};
@@ -88,6 +89,45 @@ pub struct BottleneckMetrics {
     pub queue_p50_bytes: u64,
     pub queue_p95_bytes: u64,
     pub queue_max_bytes: u64,
+    #[serde(flatten)]
+    pub dual_queue: DualQueueMetrics,
+}
+
+/// Each queue of a dual-queue AQM (DualPI2) on its own; every field `None` for a single queue.
+#[derive(Clone, Default, Serialize)]
+pub struct DualQueueMetrics {
+    pub l4s_sojourn_mean_ms: Option<f64>,
+    pub l4s_sojourn_p50_ms: Option<f64>,
+    pub l4s_sojourn_p99_ms: Option<f64>,
+    pub classic_sojourn_mean_ms: Option<f64>,
+    pub classic_sojourn_p50_ms: Option<f64>,
+    pub classic_sojourn_p99_ms: Option<f64>,
+    /// Packets each queue sent.
+    pub l4s_packets: Option<u64>,
+    pub classic_packets: Option<u64>,
+    /// CE marks each queue set.
+    pub l4s_ce_marks: Option<u64>,
+    pub classic_ce_marks: Option<u64>,
+}
+
+impl DualQueueMetrics {
+    fn since(now: &DualQueueCounters, earlier: Option<&DualQueueCounters>) -> Self {
+        let zero = DualQueueCounters::default();
+        let c = earlier.unwrap_or(&zero);
+        let (l4s, classic) = (now.l4s_sojourn.since(&c.l4s_sojourn), now.classic_sojourn.since(&c.classic_sojourn));
+        DualQueueMetrics {
+            l4s_sojourn_mean_ms: l4s.mean_ms(),
+            l4s_sojourn_p50_ms: l4s.percentile_ms(0.50),
+            l4s_sojourn_p99_ms: l4s.percentile_ms(0.99),
+            classic_sojourn_mean_ms: classic.mean_ms(),
+            classic_sojourn_p50_ms: classic.percentile_ms(0.50),
+            classic_sojourn_p99_ms: classic.percentile_ms(0.99),
+            l4s_packets: Some(l4s.count()),
+            classic_packets: Some(classic.count()),
+            l4s_ce_marks: Some(now.l4s_ce_marks - c.l4s_ce_marks),
+            classic_ce_marks: Some(now.classic_ce_marks - c.classic_ce_marks),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -258,5 +298,6 @@ fn bottleneck_metrics(sim: &Simulation, from: &Snapshot, end: SimTime, queue_max
         queue_p50_bytes: percentile_sorted(&queue_samples, 0.50).unwrap_or(0),
         queue_p95_bytes: percentile_sorted(&queue_samples, 0.95).unwrap_or(0),
         queue_max_bytes,
+        dual_queue: b.dual_queue.as_ref().map(|dq| DualQueueMetrics::since(dq, c.dual_queue.as_ref())).unwrap_or_default(),
     }
 }

@@ -154,9 +154,13 @@ impl Simulation {
             let mut sender = TcpSender::new(f.flow_id, &f.cc_config()?, MSS_BYTES, f.size_bytes, f.rwnd_bytes, cc_seed);
             // Both ends run net.ipv4.tcp_ecn=1 when the flow asks for ECN: the SYN's
             // ECE|CWR is answered by a SYN-ACK with ECE, so ECN is on (tcp_ecn_rcv_synack).
-            sender.tcp.ecn_ok = f.ecn;
+            // A CC that needs ECN (DCTCP) asks for it whatever tcp_ecn says, at both ends
+            // (tcp_ecn_send_syn, tcp_ecn_create_request), and echoes as DCTCP.
+            let needs_ecn = sender.cc().needs_ecn();
+            sender.tcp.ecn_ok = f.ecn || needs_ecn;
             let mut receiver = TcpReceiver::new(SimDuration(b.rtt_ns + f.extra_rtt_ns));
-            receiver.ecn_ok = f.ecn;
+            receiver.ecn_ok = f.ecn || needs_ecn;
+            receiver.dctcp_echo = needs_ecn;
             flows.push(Flow {
                 sender,
                 receiver,
@@ -292,6 +296,7 @@ impl Simulation {
                 aqm_drops: b.aqm_drops,
                 ce_marks: b.ce_marks(),
                 sojourn: b.sojourn.clone(),
+                dual_queue: b.dual_queue.clone(),
             },
         }
     }
@@ -538,6 +543,7 @@ impl Simulation {
             dst_host_hash: flow.flow_hash,
             ecn: pkt.ecn,
             enqueue_time: self.now,
+            l4s_queue: false,
         };
         self.bottleneck.enqueue(self.now, Packet { meta, inner: pkt });
         self.drain_bottleneck();
@@ -590,6 +596,9 @@ impl Simulation {
         flow.receiver.on_timestamp(now, pkt.tsecr);
         flow.receiver.on_data_timestamp(pkt.seq, pkt.tsval);
         let (action, _, flushed) = flow.receiver.on_segment(now, pkt.seq, pkt.ecn, pkt.cwr, pkt.psh);
+        if let Some(ack) = flow.receiver.take_dctcp_ack() {
+            Self::put_ack(&mut self.queue, &mut self.ack_jitter, flow, i, now, ack);
+        }
         if let Some(ack) = flushed {
             Self::put_ack(&mut self.queue, &mut self.ack_jitter, flow, i, now, ack);
         }
@@ -660,6 +669,7 @@ impl Simulation {
             fs.bbr_bw_mbps.push(telemetry.bw_estimate_bps.map(|b| b as f64 / 1e6));
             fs.bbr_min_rtt_ms.push(telemetry.min_rtt.map(|d| d.as_nanos() as f64 / 1e6));
             fs.cc_mode.push(telemetry.mode);
+            fs.ecn_alpha.push(telemetry.ecn_alpha);
             fs.retrans_segments.push(retrans - flow.sampled_retrans);
             flow.sampled_delivered_bytes = delivered;
             flow.sampled_retrans = retrans;
@@ -678,6 +688,7 @@ impl Simulation {
         let qs = &mut self.queue_series;
         qs.time_s.push(now.as_nanos() as f64 / 1e9);
         qs.queue_bytes.push(backlog);
+        qs.l4s_queue_bytes.push(self.bottleneck.l4s_backlog_bytes());
         qs.drops.push(self.bottleneck.drops() - self.sampled_drops);
         qs.ce_marks.push(self.bottleneck.ce_marks() - self.sampled_ce_marks);
         let offered_bits = self.bottleneck.offered_bits(self.last_queue_sample, now);

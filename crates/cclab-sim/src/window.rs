@@ -5,7 +5,7 @@
 //! Taking the snapshot only reads the simulation (it moves no packet and schedules
 //! nothing), so a run's whole-run numbers do not depend on its warm-up.
 
-use crate::network::SojournHistogram;
+use crate::network::{DualQueueCounters, SojournHistogram};
 use cclab_cc::SimTime;
 use serde::ser::{Error, SerializeMap};
 use serde::{Serialize, Serializer};
@@ -37,6 +37,8 @@ pub struct BottleneckCounters {
     pub aqm_drops: u64,
     pub ce_marks: u64,
     pub sojourn: SojournHistogram,
+    /// DualPI2's per-queue counters; `None` at the run's start and for a single queue.
+    pub dual_queue: Option<DualQueueCounters>,
 }
 
 /// The counters at the start of the window: all zero for a window that starts at 0.

@@ -14,8 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from cclab.spec.fields import FieldError
 from cclab.units import parse_bytes
 
-AqmName = Literal["fifo", "red", "codel", "fq_codel", "pie", "cake"]
-AQM_NAMES: tuple[str, ...] = ("fifo", "red", "codel", "fq_codel", "pie", "cake")
+AqmName = Literal["fifo", "red", "codel", "fq_codel", "pie", "cake", "dualpi2"]
+AQM_NAMES: tuple[str, ...] = ("fifo", "red", "codel", "fq_codel", "pie", "cake", "dualpi2")
+DualPi2EcnMask = Literal["l4s_ect", "any_ect"]
 CakeFlowMode = Literal["flowblind", "srchost", "dsthost", "hosts", "flows", "dual-srchost", "dual-dsthost", "triple-isolate"]
 
 # tc's defaults, with where each comes from.
@@ -46,19 +47,36 @@ RED_PROBABILITY = 0.02
 # triple-isolate; CAKE marks every ECT packet it would drop.
 CAKE_RTT_MS = 100.0
 CAKE_FLOW_MODE: CakeFlowMode = "triple-isolate"
+# DualPI2 (RFC 9332): sch_dualpi2.c dualpi2_reset_default: limit 10000 packets, memlimit
+# limit x 2 x psched_mtu (1514), target 15 ms, tupdate 16 ms, alpha 41 and beta 819 in Hz x 256
+# (0.16 and 3.2 Hz), step 1 ms, min_qlen_step 0, coupling 2, drop on overload, AQM at dequeue,
+# classic protection 10%, ECT(1) and CE to the L4S queue. Given in Hz, tc truncates x 256.
+DUALPI2_LIMIT_PACKETS = 10000
+DUALPI2_MTU_FRAME_BYTES = 1514
+DUALPI2_TARGET_MS = 15.0
+DUALPI2_TUPDATE_MS = 16.0
+DUALPI2_ALPHA_HZ_X256 = 41
+DUALPI2_BETA_HZ_X256 = 819
+DUALPI2_STEP_THRESH_MS = 1.0
+DUALPI2_COUPLING_FACTOR = 2
+DUALPI2_CLASSIC_PROTECTION_PERCENT = 10
+# dualpi2_policy: alpha and beta (Hz x 256) in [1, 2^31 - 1].
+DUALPI2_MAX_HZ_X256 = (1 << 31) - 1
+# tc's ecn_mask values (TC_DUALPI2_ECN_MASK_*): ECT(1) bit alone, or both ECT bits.
+DUALPI2_ECN_MASKS = {"l4s_ect": 1, "any_ect": 3}
 
 # Which parameters each queue discipline takes.
 _APPLIES: dict[str, tuple[str, ...]] = {
-    "target_ms": ("codel", "fq_codel", "pie"),
+    "target_ms": ("codel", "fq_codel", "pie", "dualpi2"),
     "interval_ms": ("codel", "fq_codel"),
-    "limit": ("codel", "fq_codel", "pie"),
+    "limit": ("codel", "fq_codel", "pie", "dualpi2"),
     "ecn": ("codel", "fq_codel", "pie", "red"),
     "ce_threshold_ms": ("codel", "fq_codel"),
     "flows": ("fq_codel",),
     "quantum": ("fq_codel",),
-    "memory_limit": ("fq_codel", "cake"),
+    "memory_limit": ("fq_codel", "cake", "dualpi2"),
     "drop_batch": ("fq_codel",),
-    "tupdate_ms": ("pie",),
+    "tupdate_ms": ("pie", "dualpi2"),
     "alpha": ("pie",),
     "beta": ("pie",),
     "bytemode": ("pie",),
@@ -72,6 +90,16 @@ _APPLIES: dict[str, tuple[str, ...]] = {
     "adaptive": ("red",),
     "rtt_ms": ("cake",),
     "flow_mode": ("cake",),
+    "alpha_hz": ("dualpi2",),
+    "beta_hz": ("dualpi2",),
+    "step_thresh_ms": ("dualpi2",),
+    "step_thresh_packets": ("dualpi2",),
+    "min_qlen_step": ("dualpi2",),
+    "coupling_factor": ("dualpi2",),
+    "drop_overload": ("dualpi2",),
+    "drop_early": ("dualpi2",),
+    "classic_protection_percent": ("dualpi2",),
+    "ecn_mask": ("dualpi2",),
 }
 
 
@@ -112,6 +140,28 @@ class AqmParams(BaseModel):
     adaptive: bool | None = None
     rtt_ms: float | None = Field(default=None, gt=0)
     flow_mode: CakeFlowMode | None = None
+    # DualPI2's gains in Hz (tc's `alpha`, `beta`), sent as Hz x 256 truncated, as tc does.
+    alpha_hz: float | None = Field(default=None, gt=0, le=DUALPI2_MAX_HZ_X256 / 256)
+    beta_hz: float | None = Field(default=None, gt=0, le=DUALPI2_MAX_HZ_X256 / 256)
+    step_thresh_ms: float | None = Field(default=None, gt=0)
+    step_thresh_packets: int | None = Field(default=None, ge=1)
+    min_qlen_step: int | None = Field(default=None, ge=0)
+    coupling_factor: int | None = Field(default=None, ge=1, le=255)
+    drop_overload: bool | None = None
+    drop_early: bool | None = None
+    classic_protection_percent: int | None = Field(default=None, ge=0, le=100)
+    ecn_mask: DualPi2EcnMask | None = None
+
+    @model_validator(mode="after")
+    def _one_step_threshold(self) -> Self:
+        # dualpi2_change: "multiple step thresh attributes" is -EINVAL.
+        if self.step_thresh_ms is not None and self.step_thresh_packets is not None:
+            raise FieldError(("step_thresh_packets",), "give the step threshold as step_thresh_ms or step_thresh_packets, not both")
+        for name in ("alpha_hz", "beta_hz"):
+            value = getattr(self, name)
+            if value is not None and int(value * 256) < 1:
+                raise FieldError((name,), f"must be at least 1/256 Hz, tc's resolution (got {value:g})")
+        return self
 
     @model_validator(mode="after")
     def _sizes_parse(self) -> Self:
@@ -192,6 +242,8 @@ def resolve_aqm(aqm: str, params: AqmParams | None, *, buffer_bytes: int, rate_b
         }
     if aqm == "red":
         return _resolve_red(p, buffer_bytes=buffer_bytes, rate_bps=rate_bps)
+    if aqm == "dualpi2":
+        return _resolve_dualpi2(p)
     if aqm == "cake":
         rtt_ms = pick("rtt_ms", CAKE_RTT_MS)
         return {
@@ -204,6 +256,31 @@ def resolve_aqm(aqm: str, params: AqmParams | None, *, buffer_bytes: int, rate_b
             "ecn": True,
         }
     raise AssertionError(f"unknown aqm {aqm!r}")  # the Literal type stops this earlier
+
+
+def _resolve_dualpi2(p: AqmParams) -> dict[str, Any]:
+    limit = p.limit if p.limit is not None else DUALPI2_LIMIT_PACKETS
+    step_packets = p.step_thresh_packets
+    return {
+        "kind": "dualpi2",
+        "limit_packets": limit,
+        # dualpi2_change: setting the limit recomputes the memory limit from it.
+        "memory_limit_bytes": parse_bytes(p.memory_limit) if p.memory_limit else limit * 2 * DUALPI2_MTU_FRAME_BYTES,
+        "target_ns": _ns(p.target_ms if p.target_ms is not None else DUALPI2_TARGET_MS),
+        "tupdate_ns": _ns(p.tupdate_ms if p.tupdate_ms is not None else DUALPI2_TUPDATE_MS),
+        "alpha": int(p.alpha_hz * 256) if p.alpha_hz is not None else DUALPI2_ALPHA_HZ_X256,
+        "beta": int(p.beta_hz * 256) if p.beta_hz is not None else DUALPI2_BETA_HZ_X256,
+        "step_thresh_ns": None if step_packets is not None else _ns(p.step_thresh_ms or DUALPI2_STEP_THRESH_MS),
+        "step_thresh_packets": step_packets,
+        "min_qlen_step": p.min_qlen_step or 0,
+        "coupling_factor": p.coupling_factor if p.coupling_factor is not None else DUALPI2_COUPLING_FACTOR,
+        "drop_overload": p.drop_overload if p.drop_overload is not None else True,
+        "drop_early": bool(p.drop_early),
+        "c_protection_percent": (
+            p.classic_protection_percent if p.classic_protection_percent is not None else DUALPI2_CLASSIC_PROTECTION_PERCENT
+        ),
+        "ecn_mask": DUALPI2_ECN_MASKS[p.ecn_mask or "l4s_ect"],
+    }
 
 
 def _resolve_red(p: AqmParams, *, buffer_bytes: int, rate_bps: int) -> dict[str, Any]:

@@ -62,9 +62,12 @@ KERNEL_STALL_PER_PACKET = 1.44e-4
 MAX_JITTER_US = 1_000_000
 
 # "bbr" is BBRv1 (Linux's tcp_bbr.c); "bbr1" names it explicitly and resolves to "bbr".
-# "bbr2" is google/bbr's v2alpha, "bbr3" its v3 (draft-ietf-ccwg-bbr).
-CongestionControl = Literal["reno", "cubic", "bbr", "bbr1", "bbr2", "bbr3"]
+# "bbr2" is google/bbr's v2alpha, "bbr3" its v3 (draft-ietf-ccwg-bbr). "dctcp" is Linux's
+# tcp_dctcp.c (RFC 8257): it negotiates ECN whatever the flow's `ecn` says.
+CongestionControl = Literal["reno", "cubic", "dctcp", "bbr", "bbr1", "bbr2", "bbr3"]
 CC_ALIASES = {"bbr1": "bbr"}
+# Congestion controls with Linux's TCP_CONG_NEEDS_ECN flag.
+NEEDS_ECN = ("dctcp",)
 EngineName = Literal["sim", "kernel"]
 
 
@@ -312,7 +315,8 @@ class Scenario(_Strict):
                         "size_bytes": parse_bytes(entry.size) if entry.size else None,
                         "extra_rtt_ns": _ns(entry.extra_rtt_ms, 1e6),
                         "rwnd_bytes": parse_bytes(entry.rwnd) if entry.rwnd else None,
-                        "ecn": entry.ecn,
+                        # A CC that needs ECN (TCP_CONG_NEEDS_ECN) negotiates it whatever tcp_ecn says.
+                        "ecn": entry.ecn or entry.cc_name in NEEDS_ECN,
                     }
                 )
         bottleneck: dict[str, Any] = {

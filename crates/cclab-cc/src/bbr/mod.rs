@@ -405,6 +405,7 @@ impl CongestionControl for Bbr {
             bw_estimate_bps: Some((bytes_per_sec * 8) as u64),
             min_rtt: (self.min_rtt_us != NO_MIN_RTT_US).then(|| SimDuration::from_micros(self.min_rtt_us)),
             pacing_gain: Some(self.pacing_gain as f64 / BBR_UNIT as f64),
+            ecn_alpha: None,
         }
     }
 }

@@ -504,6 +504,8 @@ impl CongestionControl for Bbr3 {
             bw_estimate_bps: Some((bytes_per_sec * 8) as u64),
             min_rtt: (self.min_rtt_us != NO_MIN_RTT_US).then(|| SimDuration::from_micros(self.min_rtt_us)),
             pacing_gain: Some(self.pacing_gain as f64 / BBR_UNIT as f64),
+            // Only where it uses ECN (bbr_can_use_ecn) does alpha mean anything.
+            ecn_alpha: self.ecn_eligible.then(|| self.ecn_alpha as f64 / BBR_UNIT as f64),
         }
     }
 }

@@ -145,6 +145,15 @@ pub struct TcpReceiver {
     demand_cwr: bool,
     /// `TCP_ECN_SEEN`: an ECT or CE segment has arrived.
     ecn_seen: bool,
+    /// The receiving socket's CC needs ECN (DCTCP, `tcp_ca_needs_ecn`): ECE echoes
+    /// the last data segment's CE bit (tcp_dctcp.h `dctcp_ece_ack_update`).
+    pub dctcp_echo: bool,
+    /// DCTCP's `ce_state` (was the last data segment CE?) and `prior_rcv_nxt`.
+    dctcp_ce_state: bool,
+    dctcp_prior_rcv_nxt: u64,
+    /// The ACK DCTCP sends for the data before a CE change, with the old state's ECE;
+    /// taken by the caller before this segment's own ACK.
+    dctcp_ack: Option<AckPacket>,
     /// Data segments that arrived CE-marked.
     pub ce_segments: u64,
     /// Segments received, duplicates included.
@@ -196,6 +205,10 @@ impl TcpReceiver {
             ecn_ok: false,
             demand_cwr: false,
             ecn_seen: false,
+            dctcp_echo: false,
+            dctcp_ce_state: false,
+            dctcp_prior_rcv_nxt: 0,
+            dctcp_ack: None,
             ce_segments: 0,
             segments_received: 0,
             segments_delivered: 0,
@@ -259,6 +272,9 @@ impl TcpReceiver {
         // tcp_ecn_check_ce, for in-order (tcp_event_data_recv) and out-of-order
         // (tcp_data_queue_ofo) data alike.
         if self.ecn_ok {
+            if self.dctcp_echo && ecn != Ecn::NotEct {
+                ack_now |= self.dctcp_ece_ack_update(now, ecn == Ecn::Ce);
+            }
             self.check_ce(ecn);
         }
         let before = self.rcv_nxt;
@@ -309,6 +325,8 @@ impl TcpReceiver {
         }
         let delivered = self.rcv_nxt - before;
         self.segments_delivered += delivered;
+        // dctcp_ece_ack_update runs after tcp_queue_rcv: prior_rcv_nxt includes this segment.
+        self.dctcp_prior_rcv_nxt = self.rcv_nxt;
         // The per-RTT stand-in for autotuning, needed only without the window model.
         if delivered > 0 && self.window.is_none() {
             self.count_for_rcv_space(now, delivered);
@@ -370,6 +388,33 @@ impl TcpReceiver {
             }
             Ecn::Ect0 | Ecn::Ect1 => self.ecn_seen = true,
         }
+    }
+
+    /// `dctcp_ece_ack_update`: on a change of CE state, first ACK the data before this
+    /// segment with the old state's ECE if a delayed ACK was pending, then ACK at once
+    /// (`ICSK_ACK_NOW`); from now on every ACK echoes the new state. Returns whether an
+    /// immediate ACK is due.
+    fn dctcp_ece_ack_update(&mut self, now: SimTime, ce: bool) -> bool {
+        let changed = self.dctcp_ce_state != ce;
+        // ICSK_ACK_TIMER: data arrived since the last ACK, so one is being delayed.
+        if changed && self.dctcp_prior_rcv_nxt > self.rcv_wup {
+            let mut ack = self.ack_fields(now);
+            ack.cum_ack = self.dctcp_prior_rcv_nxt;
+            ack.ece = self.dctcp_ce_state;
+            // tcp_event_ack_sent returns early for it: the delayed-ACK state stays.
+            self.acks_sent += 1;
+            self.dctcp_ack = Some(ack);
+        }
+        self.dctcp_ce_state = ce;
+        // dctcp_ece_ack_cwr: TCP_ECN_DEMAND_CWR follows the state. The generic check
+        // after it then finds it set and adds no quick ACKs of its own.
+        self.demand_cwr = ce;
+        changed
+    }
+
+    /// DCTCP's ACK for the data before a CE change, to be sent before anything else.
+    pub fn take_dctcp_ack(&mut self) -> Option<AckPacket> {
+        self.dctcp_ack.take()
     }
 
     /// `tcp_enter_quickack_mode` / `tcp_incr_quickack`: at least `max_quickacks`
@@ -493,11 +538,9 @@ impl TcpReceiver {
         self.compressed_acks > 0
     }
 
-    /// Builds the ACK to send now and resets the ACK-policy state
-    /// (`tcp_event_ack_sent`).
-    pub fn make_ack(&mut self, now: SimTime) -> AckPacket {
-        self.catch_up_reads(now);
-        // tcp_ecn_send on an ACK: ECE while the echo is demanded.
+    /// The fields of an ACK sent now: cumulative ACK, ECE while the echo is demanded
+    /// (`tcp_ecn_send`), the window, SACK blocks and timestamps.
+    fn ack_fields(&mut self, now: SimTime) -> AckPacket {
         let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, tsval: self.ts_clock.read(now), tsecr: self.ts_recent, ..AckPacket::default() };
         let charged = self.charged_segments();
         if let Some(w) = &mut self.window {
@@ -507,6 +550,14 @@ impl TcpReceiver {
             ack.sack_blocks[ack.sack_count as usize] = block;
             ack.sack_count += 1;
         }
+        ack
+    }
+
+    /// Builds the ACK to send now and resets the ACK-policy state
+    /// (`tcp_event_ack_sent`).
+    pub fn make_ack(&mut self, now: SimTime) -> AckPacket {
+        self.catch_up_reads(now);
+        let ack = self.ack_fields(now);
         self.rcv_wup = self.rcv_nxt;
         // tcp_event_ack_sent -> inet_csk_clear_xmit_timer(ICSK_TIME_DACK): pending flags go.
         self.ack_pushed = false;
@@ -530,6 +581,45 @@ mod tests {
             rx.make_ack(SimTime::ZERO);
         }
         rx
+    }
+
+    #[test]
+    fn a_dctcp_receiver_echoes_the_last_segments_ce_and_acks_each_change_with_the_old_state_first() {
+        let mut rx = receiver_past_quickacks();
+        rx.ecn_ok = true;
+        rx.dctcp_echo = true;
+        let n = TCP_MAX_QUICKACKS as u64;
+        // ECT(0) with nothing changed: the usual delayed ACK, no ECE.
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ect0, false, false).0, AckAction::Delay(_)));
+        assert!(rx.take_dctcp_ack().is_none());
+        // CE while that ACK is pending: first an ACK of the data before it with the old
+        // state (no ECE), then one at once for all of it with ECE.
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::Ce, false, false).0, AckAction::SendNow);
+        let old = rx.take_dctcp_ack().expect("the old state's ACK");
+        assert_eq!((old.cum_ack, old.ece), (n + 1, false));
+        let new = rx.make_ack(SimTime::ZERO);
+        assert_eq!((new.cum_ack, new.ece), (n + 2, true));
+        // More CE: no change, no extra ACK; ECE stays, a CWR does not clear it.
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n + 2, Ecn::Ce, true, false).0, AckAction::SendNow));
+        assert!(rx.take_dctcp_ack().is_none());
+        assert!(rx.make_ack(SimTime::ZERO).ece);
+        // Back to ECT with nothing pending: an immediate ACK without ECE, no extra one.
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 3, Ecn::Ect0, false, false).0, AckAction::SendNow);
+        assert!(rx.take_dctcp_ack().is_none());
+        assert!(!rx.make_ack(SimTime::ZERO).ece);
+    }
+
+    #[test]
+    fn an_rfc3168_receiver_latches_ece_until_cwr() {
+        let mut rx = receiver_past_quickacks();
+        rx.ecn_ok = true;
+        let n = TCP_MAX_QUICKACKS as u64;
+        rx.on_segment(SimTime::ZERO, n, Ecn::Ce, false, false);
+        assert!(rx.make_ack(SimTime::ZERO).ece);
+        rx.on_segment(SimTime::ZERO, n + 1, Ecn::Ect0, false, false);
+        assert!(rx.make_ack(SimTime::ZERO).ece, "latched");
+        rx.on_segment(SimTime::ZERO, n + 2, Ecn::Ect0, true, false);
+        assert!(!rx.make_ack(SimTime::ZERO).ece, "cleared by CWR");
     }
 
     /// One segment sent at `sent_ms` arriving now, its TSval kept as Linux keeps it.

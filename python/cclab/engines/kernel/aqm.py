@@ -32,7 +32,7 @@ ENV = "CCLAB_AQM"
 AUTO, KERNEL, CCLAB = "auto", "kernel", "cclab"
 CHOICES = (AUTO, KERNEL, CCLAB)
 FIFO = "fifo"
-KINDS = ("codel", "fq_codel", "pie", "red", "cake")
+KINDS = ("codel", "fq_codel", "pie", "red", "cake", "dualpi2")
 #: The AQM qdisc's handle, and tbf's class it hangs from (tbf has one class, 1:1).
 CHILD_HANDLE = "10:"
 TBF_CLASS = "1:1"
@@ -266,9 +266,26 @@ def kernel_qdisc_args(ifname: str, aqm: Mapping, bottleneck: Mapping, rate_bps: 
         args += ["memlimit", str(memlimit)]
         how = (f"memlimit = {memlimit} bytes (the buffer, or memory_limit if smaller): cake has no packet limit and "
                "counts skb truesize, so fewer frames fit than in a byte-exact buffer")  # fmt: skip
+    elif kind == "dualpi2":
+        args, how = dualpi2_args(aqm, pkts)
     else:
         raise ValueError(f"no kernel qdisc for aqm kind {kind!r}")
     return head + args, how
+
+
+def dualpi2_args(aqm: Mapping, buffer_pkts: int) -> tuple[list[str], str]:
+    """iproute2 tc/q_dualpi2.c's options for the resolved `dualpi2` config. Its alpha and beta
+    are Hz, which tc truncates to Hz x 256: the config's Hz x 256 over 256 is exact."""
+    limit = min(int(aqm["limit_packets"]), buffer_pkts)
+    step = f"{aqm['step_thresh_packets']}packets" if aqm.get("step_thresh_packets") is not None else _us(aqm["step_thresh_ns"])
+    args = [
+        "limit", str(limit), "memlimit", str(aqm["memory_limit_bytes"]), "target", _us(aqm["target_ns"]),
+        "tupdate", _us(aqm["tupdate_ns"]), "alpha", repr(aqm["alpha"] / 256), "beta", repr(aqm["beta"] / 256),
+        "step_thresh", step, "min_qlen_step", str(aqm["min_qlen_step"]), "coupling_factor", str(aqm["coupling_factor"]),
+        "drop_on_overload" if aqm["drop_overload"] else "overflow", "drop_enqueue" if aqm["drop_early"] else "drop_dequeue",
+        "classic_protection", str(aqm["c_protection_percent"]), "any_ect" if aqm["ecn_mask"] == 3 else "l4s_ect",
+    ]  # fmt: skip
+    return args, f"limit = min(limit_packets {aqm['limit_packets']}, buffer {buffer_pkts} full frames) packets"
 
 
 @dataclass(frozen=True)
@@ -309,6 +326,12 @@ def counters_from_tc_json(text: str, kind: str, handle: str = CHILD_HANDLE) -> A
         ce = sum(int(t.get("ecn_mark", 0)) for t in tins)
         delay = {k: [t.get(k) for t in tins] for k in ("avg_delay_us", "peak_delay_us", "base_delay_us")}
         note = "cake counts its memory-limit drops with its CoDel drops (tin drops): all are reported as aqm_drops"
+    elif kind == "dualpi2":
+        # sch_dualpi2.c counts a tail drop as an overlimit; ecn_mark counts every CE mark
+        # (q_dualpi2.c print_xstats names them with dashes).
+        overflow = int(q.get("overlimits", 0))
+        ce = int(q.get("ecn-mark", 0))
+        delay = {"delay_c_us": q.get("delay-c"), "delay_l_us": q.get("delay-l"), "step_marks": q.get("step-mark")}
     else:
         raise ValueError(f"no kernel counters for aqm kind {kind!r}")
     return AqmCounters(drops, overflow, max(0, drops - overflow), ce, delay, note)

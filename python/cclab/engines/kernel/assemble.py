@@ -336,6 +336,8 @@ def bottleneck(m: Measured, flows: list[dict], qs: dict) -> dict:
         "queue_p50_bytes": _pct(backlog, 50),
         "queue_p95_bytes": _pct(backlog, 95),
         "queue_max_bytes": max(backlog) if backlog else 0,
+        # Per-queue figures of a dual-queue AQM: not read on this engine yet.
+        **dict.fromkeys(window.DUAL_QUEUE_METRICS),
     }
 
 

@@ -21,10 +21,18 @@ FLOW_METRICS = (
     "rtt_mean_ms", "rtt_p50_ms", "rtt_p95_ms", "rtt_max_ms", "ce_marks_received", "aqm_drop_segments",
     "rwnd_limited_ms",
 )  # fmt: skip
+#: Each queue of a dual-queue AQM (dualpi2) on its own; null for a single queue, and on this
+#: engine until its bottleneck reports them per queue.
+DUAL_QUEUE_METRICS = (
+    "l4s_sojourn_mean_ms", "l4s_sojourn_p50_ms", "l4s_sojourn_p99_ms", "classic_sojourn_mean_ms",
+    "classic_sojourn_p50_ms", "classic_sojourn_p99_ms", "l4s_packets", "classic_packets", "l4s_ce_marks",
+    "classic_ce_marks",
+)  # fmt: skip
 BOTTLENECK_METRICS = (
     "utilization", "drops", "overflow_drops", "aqm_drops", "ce_marks", "drops_per_s", "ce_marks_per_s",
     "sojourn_mean_ms", "sojourn_p50_ms", "sojourn_p95_ms", "sojourn_p99_ms", "random_losses",
     "queue_mean_bytes", "queue_p10_bytes", "queue_p50_bytes", "queue_p95_bytes", "queue_max_bytes",
+    *DUAL_QUEUE_METRICS,
 )  # fmt: skip
 #: Cumulative per-flow counters: the window's value is the whole run's minus the warm-up's.
 FLOW_COUNTERS = (

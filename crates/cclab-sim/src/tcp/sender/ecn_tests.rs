@@ -86,6 +86,36 @@ fn retransmissions_leave_not_ect_and_a_timeout_queues_a_cwr() {
 }
 
 #[test]
+fn a_dctcp_sender_keeps_ect0_on_retransmissions_and_cuts_by_half_its_alpha() {
+    // TCP_CONG_NEEDS_ECN: tcp_ecn_send skips INET_ECN_dontxmit, so retransmissions stay ECT.
+    let (mut s, mut q, t0, _) = started_sender("dctcp", SimDuration::from_millis(20), true);
+    let mut out: Vec<Transmission> = Vec::new();
+    let mut now = t0;
+    while !out.iter().any(|t| t.is_retransmission) {
+        let (t, ev) = q.pop().expect("a timer is armed");
+        now = t;
+        if let Event::Timer(_, kind) = ev {
+            s.on_timer(now, kind, &mut q, &mut out);
+        }
+    }
+    assert!(out.iter().all(|t| t.ecn == Ecn::Ect0), "{out:?}");
+
+    // An ECE on a fresh connection: alpha starts at 1, so the first cut halves; with
+    // alpha lower the cut is alpha / 2 of cwnd (dctcp_ssthresh).
+    let (mut s, mut q, t0, _) = started_sender("dctcp", SimDuration::from_millis(20), true);
+    let mut out = Vec::new();
+    s.on_ack(t0 + SimDuration::from_millis(20), &ack(10, true), &mut q, &mut out);
+    assert_eq!(s.tcp.ca_state, CaState::Cwr);
+    let cwnd_before = s.tcp.prior_cwnd;
+    let alpha = match s.cc() {
+        AnyCc::Dctcp(d) => d.alpha(),
+        _ => unreachable!(),
+    };
+    let expected = cwnd_before - (cwnd_before as f64 * alpha / 2.0) as u32;
+    assert!(s.tcp.snd_ssthresh.abs_diff(expected) <= 1, "ssthresh {} expected {expected} (alpha {alpha})", s.tcp.snd_ssthresh);
+}
+
+#[test]
 fn bbr_enters_cwr_on_an_ece_but_its_own_cwnd_is_untouched() {
     // tcp_bbr.c owns cwnd through cong_control and only reacts to Recovery and Loss
     // (bbr_set_cwnd_to_recover_or_restore), so CWR changes nothing it sends.

@@ -458,6 +458,9 @@ impl TcpSender {
         if self.tlp_high_seq.is_some_and(|h| cum_ack >= h) {
             self.tlp_high_seq = None;
         }
+        // tcp_in_ack_event: after the deliveries are counted, before recovery acts
+        // (snd_una, snd_nxt, delivered and delivered_ce are current; DCTCP reads those).
+        self.cc.in_ack_event(&mut self.tcp);
 
         // Loss detection and recovery state (only for "dubious" ACKs, as Linux:
         // tcp_ack_is_dubious counts ECE as an alert).
@@ -569,7 +572,13 @@ impl TcpSender {
 /// at 20 ms over a path of `path_rtt`. Returns it, its queue, the start and what it sent.
 #[cfg(test)]
 fn started_cubic_sender(path_rtt: SimDuration, ecn: bool) -> (TcpSender, EventQueue, SimTime, Vec<Transmission>) {
-    let cc = crate::config::FlowConfig::bulk(0, "cubic").cc_config().unwrap();
+    started_sender("cubic", path_rtt, ecn)
+}
+
+/// Tests: as [`started_cubic_sender`], with congestion control `cc`.
+#[cfg(test)]
+fn started_sender(cc: &str, path_rtt: SimDuration, ecn: bool) -> (TcpSender, EventQueue, SimTime, Vec<Transmission>) {
+    let cc = crate::config::FlowConfig::bulk(0, cc).cc_config().unwrap();
     let mut s = TcpSender::new(0, &cc, 1448, None, None, 1);
     s.tcp.ecn_ok = ecn;
     let (mut q, mut out) = (EventQueue::default(), Vec::new());

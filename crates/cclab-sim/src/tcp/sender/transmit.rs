@@ -323,9 +323,12 @@ impl TcpSender {
             self.rearm_rto(now, queue);
         }
         // tcp_ecn_send: new data of an ECN connection leaves ECT(0) (INET_ECN_xmit),
-        // carrying CWR once after a reduction; retransmissions go Not-ECT.
+        // carrying CWR once after a reduction; retransmissions go Not-ECT, unless the CC
+        // needs ECN (DCTCP), whose socket keeps ECT on everything.
         let (ecn, cwr) = if self.tcp.ecn_ok && !is_retrans {
             (Ecn::Ect0, std::mem::take(&mut self.ecn_queue_cwr))
+        } else if self.tcp.ecn_ok && self.cc.needs_ecn() {
+            (Ecn::Ect0, false)
         } else {
             (Ecn::NotEct, false)
         };
