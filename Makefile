@@ -46,14 +46,17 @@ browser-deps:
 	@command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 test: install browser-deps
-	# cclab-py links against libpython only when loaded by Python: the pytest suite tests it.
-	cargo test --workspace --exclude cclab-py
 	# The kernel engine's tests run real time and need a quiet machine: alone, one at a time,
-	# and so do the tests that assert on wall-clock time. The rest are CPU-bound: one worker
-	# per core, a file to a worker (module fixtures run once). Every part runs even if one fails.
+	# and so do the tests that assert on wall-clock time. The rest are CPU-bound: one pytest
+	# worker per core, a file to a worker (module fixtures run once), with the Rust tests
+	# compiling and running beside them, which fills the cores the last files leave idle.
+	# cclab-py links against libpython only when loaded by Python: the pytest suite tests it.
+	# Every part runs even if one fails; the Rust tests' output follows pytest's.
 	status=0; $(VENV)/bin/pytest tests/kernel || status=$$?; \
 	$(VENV)/bin/pytest -m wall_clock --ignore=tests/kernel || status=$$?; \
-	$(VENV)/bin/pytest -n auto --dist loadfile -m "not wall_clock" --ignore=tests/kernel || status=$$?; exit $$status
+	cargo test --workspace --exclude cclab-py > target/cargo-test.log 2>&1 & cargo=$$!; \
+	$(VENV)/bin/pytest -n auto --dist loadfile -m "not wall_clock" --ignore=tests/kernel || status=$$?; \
+	wait $$cargo || status=$$?; cat target/cargo-test.log; exit $$status
 
 run: install
 	# The main job: the "When to use BBR" study (Cao et al., IMC 2019) on the simulator:

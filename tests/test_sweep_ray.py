@@ -265,7 +265,7 @@ name = "killed"
 repetitions = 4
 
 [base]
-duration_s = 100
+duration_s = 50
 [base.bottleneck]
 rate_mbps = 1000
 rtt_ms = 10
@@ -278,7 +278,7 @@ cc = "cubic"
 
 
 def test_a_driver_killed_mid_sweep_resumes_on_the_cluster_without_losing_or_redoing_a_run(cluster: Cluster, tmp_path: Path) -> None:
-    sweep_file, out = tmp_path / "killed.toml", tmp_path / "out"  # 8 runs of about 1 s
+    sweep_file, out = tmp_path / "killed.toml", tmp_path / "out"  # 8 runs of about half a second
     sweep_file.write_text(KILLED_SWEEP, encoding="utf-8")
     command = [sys.executable, "-m", "cclab", "sweep", str(sweep_file), "--out", str(out), "--executor", "ray", "--address", cluster.address]
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

@@ -93,10 +93,10 @@ def _until_host_timing_allows(run_once, reasons_of):
     return run_once()
 
 
-#: 50 Mbit/s, 40 ms, 1 BDP (250 KB), 20 s: the BBRv2/v3 port tests' link, long enough for
+#: 50 Mbit/s, 40 ms, 1 BDP (250 KB), 12 s: the BBRv2/v3 port tests' link, long enough for
 #: PROBE_RTTs (every 5 s).
 BBR_PORT_SCENARIO = {"rate_bps": 50_000_000, "rtt_ns": 40_000_000, "queue_limit_bytes": 250_000,
-                     "duration_ns": 20_000_000_000}  # fmt: skip
+                     "duration_ns": 12_000_000_000}  # fmt: skip
 #: v2/v3's probe_rtt_win_ms (google/bbr v3 tcp_bbr.c): PROBE_RTT comes when no RTT sample
 #: has beaten the window's minimum for this long.
 PROBE_RTT_WIN_S = 5.0

@@ -1,8 +1,9 @@
 """BBR at other PROBE_BW gains on the kernel engine (BPF struct_ops port of tcp_bbr.c).
 
-The port at Linux's gain must behave like the kernel's own `bbr` (the fidelity proof);
-the gains 1.1 and 1.5 must fall on either side of the loss cliff (gain x (1 - loss) = 1);
+The gains 1.1 and 1.5 must fall on either side of the loss cliff (gain x (1 - loss) = 1),
 and nothing stays registered after a run, whether it ends well, fails or is interrupted.
+That the port at Linux's gain behaves like the kernel's own `bbr` (its fidelity proof, four
+15 s runs) is measured by bench/kernel_bpf_port_against_native.py.
 """
 
 from __future__ import annotations
@@ -23,14 +24,10 @@ pytestmark = [
     pytest.mark.skipif(bpf_cc.toolchain_problem() is not None, reason=f"no BPF toolchain: {bpf_cc.toolchain_problem()}"),
 ]
 
-#: 50 Mbit/s, 40 ms, 1 BDP of buffer, 15 s: the port-vs-built-in scenario.
-PORT_SCENARIO = {"rate_bps": 50_000_000, "rtt_ns": 40_000_000, "queue_limit_bytes": 250_000, "duration_ns": 15_000_000_000}
 #: 100 Mbit/s, 25 ms, 1 BDP, 15% random loss: between the cliffs of gain 1.1 (1.1 x 0.85 < 1)
 #: and gain 1.5 (1.5 x 0.85 > 1).
 CLIFF_SCENARIO = {"rate_bps": 100_000_000, "rtt_ns": 25_000_000, "queue_limit_bytes": 312_500,
-                  "duration_ns": 15_000_000_000, "loss_probability": 0.15}  # fmt: skip
-#: Goodput tolerance of the port against the built-in on the same scenario.
-PORT_GOODPUT_TOLERANCE = 0.08
+                  "duration_ns": 8_000_000_000, "loss_probability": 0.15}  # fmt: skip
 
 
 def bbr_flow(gain: float = 1.25) -> list[dict]:
@@ -49,33 +46,6 @@ def nothing_registered() -> bool:
     (which would hold it while its own CCs are registered) is not mistaken for a leak."""
     with exclusive_run():
         return registered_cclab() == ([], [])
-
-
-def port_and_native(monkeypatch: pytest.MonkeyPatch, **scenario: object) -> tuple[dict, dict]:
-    config = make_config(bbr_flow(), **scenario)
-    monkeypatch.delenv(bpf_cc.FORCE_PORT_ENV, raising=False)
-    native = run_valid(config)
-    monkeypatch.setenv(bpf_cc.FORCE_PORT_ENV, "1")
-    port = run_valid(config)
-    assert native["validity"]["valid"], native["validity"]["reasons"]
-    assert port["validity"]["valid"], port["validity"]["reasons"]
-    assert "bpf_congestion_controls" not in native["provenance"]
-    assert list(port["provenance"]["bpf_congestion_controls"]) == ["cclab_bbr1250"]
-    return port["flows"][0], native["flows"][0]
-
-
-def test_the_port_at_gain_1_25_matches_the_kernels_bbr_without_loss(monkeypatch):
-    port, native = port_and_native(monkeypatch, **PORT_SCENARIO)
-    assert port["goodput_mbps"] == pytest.approx(native["goodput_mbps"], rel=PORT_GOODPUT_TOLERANCE)
-    # STARTUP overshoot into a 1-BDP buffer: the same order of drops and retransmissions.
-    assert native["retrans_segments"] / 3 <= port["retrans_segments"] <= 3 * native["retrans_segments"] + 20
-    assert port["rtt_mean_ms"] == pytest.approx(native["rtt_mean_ms"], rel=0.15)
-
-
-def test_the_port_at_gain_1_25_matches_the_kernels_bbr_at_2_percent_loss(monkeypatch):
-    port, native = port_and_native(monkeypatch, **PORT_SCENARIO, loss_probability=0.02)
-    assert port["goodput_mbps"] == pytest.approx(native["goodput_mbps"], rel=PORT_GOODPUT_TOLERANCE)
-    assert native["retrans_segments"] / 2 <= port["retrans_segments"] <= 2 * native["retrans_segments"]
 
 
 def test_gain_1_5_keeps_its_rate_at_15_percent_loss_where_gain_1_1_collapses(monkeypatch):

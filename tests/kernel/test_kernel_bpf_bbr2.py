@@ -3,7 +3,7 @@
 
 It must fill a 1-BDP link, walk v2's state machine (counted per ACK in its `bbr2_stats`
 array), back off at 5% random loss where BBRv1 does not, and leave nothing behind. Three
-runs: 20 s clean, 10 s lossy for v2 and for v1.
+runs: 12 s clean, 6 s lossy for v2 and for v1.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_the_bbr2_port_runs_in_place_of_the_missing_native_v2(bbr2_run):
 def test_one_bbr2_flow_fills_a_one_bdp_link(bbr2_run):
     result, _, _ = bbr2_run
     assert result["validity"]["valid"], result["validity"]["reasons"]
-    # At least 80% of the bottleneck in 20 s, STARTUP and three PROBE_RTTs (every 5 s,
+    # At least 80% of the bottleneck in 12 s, STARTUP and up to two PROBE_RTTs (every 5 s,
     # 0.5 BDP for 200 ms) included.
     assert result["bottleneck"]["utilization"] >= 0.8
 
@@ -68,7 +68,7 @@ def test_nothing_of_the_run_is_left_behind(bbr2_run):
 
 
 def test_bbr2_backs_off_at_5_percent_random_loss_where_bbr1_does_not():
-    lossy = {**SCENARIO, "loss_probability": 0.05, "duration_ns": 10_000_000_000}
+    lossy = {**SCENARIO, "loss_probability": 0.05, "duration_ns": 6_000_000_000}
     v2 = run_valid(make_config(BBR2, **lossy))
     v1 = run_valid(make_config([{"cc": "bbr", "probe_bw_gain": 1.25}], **lossy))
     assert v2["validity"]["valid"] and v1["validity"]["valid"], (v2["validity"], v1["validity"])
