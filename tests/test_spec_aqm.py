@@ -105,12 +105,12 @@ def test_dualpi2_takes_the_kernels_defaults_and_tcs_units() -> None:
     assert (given["step_thresh_ns"], given["step_thresh_packets"], given["memory_limit_bytes"], given["ecn_mask"]) == (None, 8, 302_800, 3)
 
 
-def test_dctcp_is_a_congestion_control_of_its_own() -> None:
-    data = scenario("codel", {"ecn": True, "ce_threshold_ms": 1})
-    data["flows"] = [{"cc": "dctcp"}]
-    flow = Scenario.from_dict(data).resolve()["flows"][0]
-    # TCP_CONG_NEEDS_ECN: it negotiates ECN whatever the flow's `ecn` says.
-    assert (flow["cc"], flow["ecn"]) == ("dctcp", True)
+def test_dctcp_and_prague_negotiate_ecn_whatever_the_flow_says() -> None:
+    data = scenario("dualpi2")
+    data["flows"] = [{"cc": "dctcp"}, {"cc": "prague", "ecn": False}, {"cc": "cubic"}]
+    flows = Scenario.from_dict(data).resolve()["flows"]
+    # TCP_CONG_NEEDS_ECN: ECN whatever net.ipv4.tcp_ecn (and the flow's `ecn`) says.
+    assert [(f["cc"], f["ecn"]) for f in flows] == [("dctcp", True), ("prague", True), ("cubic", False)]
 
 
 def test_ecn_is_off_unless_a_flow_asks_for_it() -> None:

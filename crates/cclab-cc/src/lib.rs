@@ -7,7 +7,7 @@
 //! random source: time arrives in `TcpState::now`, randomness from a
 //! generator seeded by the simulator.
 //!
-//! One file per algorithm: [`reno`], [`cubic`], [`dctcp`], [`bbr`] (BBRv1) and
+//! One file per algorithm: [`reno`], [`cubic`], [`dctcp`], [`prague`], [`bbr`] (BBRv1) and
 //! [`bbr3`] (BBRv3 and BBRv2alpha), one file per BBR state or mechanism.
 //! [`AnyCc`] is the single dispatch enum.
 
@@ -16,6 +16,7 @@ pub mod bbr3;
 pub mod cubic;
 pub mod dctcp;
 pub mod hystart;
+pub mod prague;
 pub mod reno;
 pub mod rng;
 pub mod time;
@@ -190,6 +191,9 @@ pub struct RateSample {
     /// `rs->delivered_ce`: packets delivered with ECE since the sampled packet
     /// was sent (`tp->delivered_ce - scb->tx.delivered_ce`).
     pub delivered_ce: u64,
+    /// `rs->ece_delta` (L4STeam's AccECN tree): packets this ACK reported CE-marked,
+    /// exactly with Accurate ECN, all it delivered with RFC 3168's ECE.
+    pub ece_delta: u32,
 }
 
 /// What the TCP tells a CC about a packet it just marked lost (google/bbr v3
@@ -259,6 +263,12 @@ pub trait CongestionControl {
     fn needs_ecn(&self) -> bool {
         false
     }
+    /// `TCP_CONG_NEEDS_ACCECN | TCP_CONG_WANTS_ECT_1` (L4STeam's flags): negotiate Accurate
+    /// ECN (RFC 9768), whose exact CE counts reach `RateSample::ece_delta`, and send ECT(1),
+    /// the L4S identifier (RFC 9331).
+    fn needs_accecn(&self) -> bool {
+        false
+    }
     /// `.cong_control`: model-based control of cwnd and pacing rate on every ACK.
     /// Returns `false` if this CC has none; TCP then runs PRR or `cong_avoid`.
     fn cong_control(&mut self, _tcp: &mut TcpState, _rs: &RateSample) -> bool {
@@ -269,6 +279,11 @@ pub trait CongestionControl {
     /// The CC's floor on segments per GSO skb (`.min_tso_segs`, or what
     /// `.tso_segs` implies); `None` for `sysctl_tcp_min_tso_segs`.
     fn min_tso_segs(&self, _tcp: &TcpState) -> Option<u32> {
+        None
+    }
+    /// `.tso_segs` (L4STeam's tree): segments per GSO skb in place of `tcp_tso_autosize`;
+    /// `None` for TCP's own sizing.
+    fn tso_segs(&self, _tcp: &TcpState) -> Option<u32> {
         None
     }
     /// Whether TCP must pace at `pacing_rate_bytes_per_sec`
@@ -291,6 +306,8 @@ pub enum CcConfig {
     Reno,
     Cubic(cubic::CubicConfig),
     Dctcp,
+    /// TCP Prague as L4STeam's tree has it.
+    Prague,
     Bbr(bbr::BbrConfig),
     /// BBRv2 as google/bbr branch v2alpha `tcp_bbr2.c` has it.
     Bbr2(bbr3::Bbr3Config),
@@ -305,6 +322,7 @@ impl CcConfig {
             CcConfig::Reno => AnyCc::Reno(reno::Reno::default()),
             CcConfig::Cubic(cfg) => AnyCc::Cubic(cubic::Cubic::new(cfg.clone())),
             CcConfig::Dctcp => AnyCc::Dctcp(dctcp::Dctcp::default()),
+            CcConfig::Prague => AnyCc::Prague(Box::default()),
             CcConfig::Bbr(cfg) => AnyCc::Bbr(Box::new(bbr::Bbr::new(cfg.clone(), seed))),
             CcConfig::Bbr2(cfg) => AnyCc::Bbr3(Box::new(bbr3::Bbr3::new(bbr3::Params::V2ALPHA, cfg.clone(), seed))),
             CcConfig::Bbr3(cfg) => AnyCc::Bbr3(Box::new(bbr3::Bbr3::new(bbr3::Params::V3, cfg.clone(), seed))),
@@ -317,6 +335,7 @@ pub enum AnyCc {
     Reno(reno::Reno),
     Cubic(cubic::Cubic),
     Dctcp(dctcp::Dctcp),
+    Prague(Box<prague::Prague>),
     Bbr(Box<bbr::Bbr>),
     /// BBRv2 or BBRv3: one implementation, the version in its parameters.
     Bbr3(Box<bbr3::Bbr3>),
@@ -328,6 +347,7 @@ macro_rules! dispatch {
             AnyCc::Reno($cc) => $body,
             AnyCc::Cubic($cc) => $body,
             AnyCc::Dctcp($cc) => $body,
+            AnyCc::Prague($cc) => $body,
             AnyCc::Bbr($cc) => $body,
             AnyCc::Bbr3($cc) => $body,
         }
@@ -358,6 +378,12 @@ impl CongestionControl for AnyCc {
     }
     fn needs_ecn(&self) -> bool {
         dispatch!(self, cc => cc.needs_ecn())
+    }
+    fn needs_accecn(&self) -> bool {
+        dispatch!(self, cc => cc.needs_accecn())
+    }
+    fn tso_segs(&self, tcp: &TcpState) -> Option<u32> {
+        dispatch!(self, cc => cc.tso_segs(tcp))
     }
     fn cong_control(&mut self, tcp: &mut TcpState, rs: &RateSample) -> bool {
         dispatch!(self, cc => cc.cong_control(tcp, rs))

@@ -112,6 +112,7 @@ impl FlowConfig {
             "reno" => Ok(CcConfig::Reno),
             "cubic" => Ok(CcConfig::Cubic(CubicConfig::default())),
             "dctcp" => Ok(CcConfig::Dctcp),
+            "prague" => Ok(CcConfig::Prague),
             "bbr" | "bbr1" => {
                 let mut cfg = BbrConfig::default();
                 if let Some(gain) = self.probe_bw_gain {

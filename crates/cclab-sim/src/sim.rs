@@ -160,7 +160,9 @@ impl Simulation {
             sender.tcp.ecn_ok = f.ecn || needs_ecn;
             let mut receiver = TcpReceiver::new(SimDuration(b.rtt_ns + f.extra_rtt_ns));
             receiver.ecn_ok = f.ecn || needs_ecn;
-            receiver.dctcp_echo = needs_ecn;
+            receiver.dctcp_echo = needs_ecn && !sender.cc().needs_accecn();
+            // Accurate ECN where the CC asks for it (Prague), at both ends.
+            receiver.accecn = sender.accecn;
             flows.push(Flow {
                 sender,
                 receiver,

@@ -63,11 +63,12 @@ MAX_JITTER_US = 1_000_000
 
 # "bbr" is BBRv1 (Linux's tcp_bbr.c); "bbr1" names it explicitly and resolves to "bbr".
 # "bbr2" is google/bbr's v2alpha, "bbr3" its v3 (draft-ietf-ccwg-bbr). "dctcp" is Linux's
-# tcp_dctcp.c (RFC 8257): it negotiates ECN whatever the flow's `ecn` says.
-CongestionControl = Literal["reno", "cubic", "dctcp", "bbr", "bbr1", "bbr2", "bbr3"]
+# tcp_dctcp.c (RFC 8257) and "prague" L4STeam's tcp_prague.c (L4S, ECT(1) with Accurate ECN):
+# both negotiate ECN whatever the flow's `ecn` says.
+CongestionControl = Literal["reno", "cubic", "dctcp", "prague", "bbr", "bbr1", "bbr2", "bbr3"]
 CC_ALIASES = {"bbr1": "bbr"}
 # Congestion controls with Linux's TCP_CONG_NEEDS_ECN flag.
-NEEDS_ECN = ("dctcp",)
+NEEDS_ECN = ("dctcp", "prague")
 EngineName = Literal["sim", "kernel"]
 
 

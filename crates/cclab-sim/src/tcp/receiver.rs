@@ -73,6 +73,9 @@ pub struct AckPacket {
     pub sack_count: u8,
     /// ECN-Echo: a CE-marked segment arrived and no CWR has answered it yet.
     pub ece: bool,
+    /// Accurate ECN (RFC 9768): the receiver's count of CE-marked packets (`r.cep`),
+    /// carried whole (the ACE field's 3 bits plus the AccECN option, never wrapping here).
+    pub ce_count: u32,
     /// The advertised window's right edge in segments (`cum_ack + window / mss`);
     /// `u64::MAX` from a receiver that never limits its sender.
     pub window_end: u64,
@@ -85,7 +88,7 @@ pub struct AckPacket {
 
 impl Default for AckPacket {
     fn default() -> Self {
-        AckPacket { cum_ack: 0, sack_blocks: [(0, 0); MAX_SACK_BLOCKS], sack_count: 0, ece: false, window_end: u64::MAX, tsval: SimTime::ZERO, tsecr: None }
+        AckPacket { cum_ack: 0, sack_blocks: [(0, 0); MAX_SACK_BLOCKS], sack_count: 0, ece: false, ce_count: 0, window_end: u64::MAX, tsval: SimTime::ZERO, tsecr: None }
     }
 }
 
@@ -145,6 +148,10 @@ pub struct TcpReceiver {
     demand_cwr: bool,
     /// `TCP_ECN_SEEN`: an ECT or CE segment has arrived.
     ecn_seen: bool,
+    /// Accurate ECN negotiated: ACKs carry the CE count instead of the ECE latch.
+    pub accecn: bool,
+    /// Was the last data segment CE-marked (AccECN's change-triggered ACK)?
+    last_segment_ce: bool,
     /// The receiving socket's CC needs ECN (DCTCP, `tcp_ca_needs_ecn`): ECE echoes
     /// the last data segment's CE bit (tcp_dctcp.h `dctcp_ece_ack_update`).
     pub dctcp_echo: bool,
@@ -205,6 +212,8 @@ impl TcpReceiver {
             ecn_ok: false,
             demand_cwr: false,
             ecn_seen: false,
+            accecn: false,
+            last_segment_ce: false,
             dctcp_echo: false,
             dctcp_ce_state: false,
             dctcp_prior_rcv_nxt: 0,
@@ -271,7 +280,13 @@ impl TcpReceiver {
         }
         // tcp_ecn_check_ce, for in-order (tcp_event_data_recv) and out-of-order
         // (tcp_data_queue_ofo) data alike.
-        if self.ecn_ok {
+        if self.ecn_ok && self.accecn {
+            // RFC 9768 section 3.2.2.5.1: a CE after a packet that was not CE is ACKed at once,
+            // so the change reaches the sender within the ACE counter's range.
+            let ce = ecn == Ecn::Ce;
+            ack_now |= ce && !self.last_segment_ce;
+            self.last_segment_ce = ce;
+        } else if self.ecn_ok {
             if self.dctcp_echo && ecn != Ecn::NotEct {
                 ack_now |= self.dctcp_ece_ack_update(now, ecn == Ecn::Ce);
             }
@@ -542,6 +557,9 @@ impl TcpReceiver {
     /// (`tcp_ecn_send`), the window, SACK blocks and timestamps.
     fn ack_fields(&mut self, now: SimTime) -> AckPacket {
         let mut ack = AckPacket { cum_ack: self.rcv_nxt, ece: self.demand_cwr, tsval: self.ts_clock.read(now), tsecr: self.ts_recent, ..AckPacket::default() };
+        if self.accecn {
+            ack.ce_count = self.ce_segments as u32;
+        }
         let charged = self.charged_segments();
         if let Some(w) = &mut self.window {
             ack.window_end = w.select_window_end(self.rcv_nxt, charged);
@@ -607,6 +625,23 @@ mod tests {
         assert_eq!(rx.on_segment(SimTime::ZERO, n + 3, Ecn::Ect0, false, false).0, AckAction::SendNow);
         assert!(rx.take_dctcp_ack().is_none());
         assert!(!rx.make_ack(SimTime::ZERO).ece);
+    }
+
+    #[test]
+    fn an_accecn_receiver_counts_every_ce_and_acks_at_once_when_ce_follows_a_clean_packet() {
+        let mut rx = receiver_past_quickacks();
+        rx.ecn_ok = true;
+        rx.accecn = true;
+        let n = TCP_MAX_QUICKACKS as u64;
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n, Ecn::Ect1, false, false).0, AckAction::Delay(_)));
+        // RFC 9768 3.2.2.5.1: CE after a packet that was not CE is ACKed at once.
+        assert_eq!(rx.on_segment(SimTime::ZERO, n + 1, Ecn::Ce, false, false).0, AckAction::SendNow);
+        let ack = rx.make_ack(SimTime::ZERO);
+        assert_eq!((ack.ce_count, ack.ece), (1, false), "the count, not the RFC 3168 latch");
+        // A second CE in a row waits for the usual rule; the count keeps every mark.
+        assert!(matches!(rx.on_segment(SimTime::ZERO, n + 2, Ecn::Ce, false, false).0, AckAction::Delay(_)));
+        rx.on_segment(SimTime::ZERO, n + 3, Ecn::Ect1, false, false);
+        assert_eq!(rx.make_ack(SimTime::ZERO).ce_count, 2);
     }
 
     #[test]

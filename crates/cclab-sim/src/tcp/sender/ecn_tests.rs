@@ -116,6 +116,24 @@ fn a_dctcp_sender_keeps_ect0_on_retransmissions_and_cuts_by_half_its_alpha() {
 }
 
 #[test]
+fn a_prague_sender_sends_ect1_and_counts_ce_from_the_accecn_counter_without_cwr() {
+    let (mut s, mut q, t0, out) = started_sender("prague", SimDuration::from_millis(20), true);
+    assert!(s.accecn);
+    assert!(out.iter().all(|t| t.ecn == Ecn::Ect1), "{out:?}");
+    let mut out = Vec::new();
+    // Four of the ten packets this ACK delivers were CE-marked: exactly four count.
+    let ack = AckPacket { cum_ack: 10, ce_count: 4, ..AckPacket::default() };
+    s.on_ack(t0 + SimDuration::from_millis(20), &ack, &mut q, &mut out);
+    assert_eq!(s.tcp.delivered_ce, 4);
+    assert_eq!(s.tcp.ca_state, CaState::Cwr);
+    assert!(out.iter().all(|t| t.ecn == Ecn::Ect1 && !t.cwr), "AccECN has no CWR flag: {out:?}");
+    // The same count again: nothing new was marked.
+    let ack = AckPacket { cum_ack: 12, ce_count: 4, ..AckPacket::default() };
+    s.on_ack(t0 + SimDuration::from_millis(21), &ack, &mut q, &mut out);
+    assert_eq!(s.tcp.delivered_ce, 4);
+}
+
+#[test]
 fn bbr_enters_cwr_on_an_ece_but_its_own_cwnd_is_untouched() {
     // tcp_bbr.c owns cwnd through cong_control and only reacts to Recovery and Loss
     // (bbr_set_cwnd_to_recover_or_restore), so CWR changes nothing it sends.

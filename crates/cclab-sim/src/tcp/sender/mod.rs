@@ -134,6 +134,11 @@ pub struct TcpSender {
     high_seq: u64,
     /// `TCP_ECN_QUEUE_CWR`: set CWR on the next new data segment.
     ecn_queue_cwr: bool,
+    /// Accurate ECN (RFC 9768) negotiated: ACKs carry the receiver's count of CE-marked
+    /// packets, whose increase is the ACK's `ece_delta`; no ECE latch, no CWR flag.
+    pub accecn: bool,
+    /// The last CE count an ACK carried (the sender's copy of the ACE counter).
+    last_ce_count: u32,
     prr: Prr,
     rack: Rack,
     rtt: RttEstimator,
@@ -159,6 +164,8 @@ impl TcpSender {
     pub fn new(flow_id: u32, cc_config: &CcConfig, mss_bytes: u32, size_bytes: Option<u64>, rwnd_bytes: Option<u64>, cc_seed: u64) -> Self {
         let cc = cc_config.build(cc_seed);
         let pacing = cc.needs_pacing();
+        // Both ends run the flow's CC, so one that asks for Accurate ECN gets it.
+        let accecn = cc.needs_accecn();
         let (total_segments, last_segment_bytes) = match size_bytes {
             Some(size) => {
                 let full = size / mss_bytes as u64;
@@ -194,6 +201,8 @@ impl TcpSender {
             retrans_out: 0,
             high_seq: 0,
             ecn_queue_cwr: false,
+            accecn,
+            last_ce_count: 0,
             prr: Prr::default(),
             rack: Rack::default(),
             rtt: RttEstimator::default(),
@@ -365,8 +374,19 @@ impl TcpSender {
         let prior_in_flight = self.in_flight();
         let prior_delivered = self.tcp.delivered;
         let prior_lost = self.tcp.lost;
-        // tcp_ecn_rcv_ecn_echo: FLAG_ECE on an ECN connection.
-        let ece = ack.ece && self.tcp.ecn_ok;
+        // tcp_ecn_rcv_ecn_echo: FLAG_ECE on an ECN connection. With Accurate ECN, the
+        // increase of the CE count (tcp_accecn_process) is both the flag and its size.
+        let accecn_delta = if self.accecn && self.tcp.ecn_ok {
+            let delta = ack.ce_count.wrapping_sub(self.last_ce_count);
+            self.last_ce_count = ack.ce_count;
+            Some(delta)
+        } else {
+            None
+        };
+        let ece = match accecn_delta {
+            Some(delta) => delta > 0,
+            None => ack.ece && self.tcp.ecn_ok,
+        };
         let min_rtt = self.rtt.min_rtt();
         let mut rs = SampleBuilder::default();
         let mut first_sackt: Option<SimTime> = None;
@@ -446,10 +466,14 @@ impl TcpSender {
             self.rto_backoff = 0;
             self.stats.rtt_samples_us.push(ca_rtt.as_micros().min(u32::MAX as u64) as u32);
         }
-        if ece {
-            // tcp_count_delivered(.., ece_ack): everything this ACK delivered.
-            self.tcp.delivered_ce += self.tcp.delivered - prior_delivered;
-        }
+        // tcp_count_delivered(.., ece_ack): everything this ACK delivered; with AccECN the
+        // packets it counted CE (tcp_count_delivered_ce).
+        let ece_delta = match accecn_delta {
+            Some(delta) => delta,
+            None if ece => (self.tcp.delivered - prior_delivered) as u32,
+            None => 0,
+        };
+        self.tcp.delivered_ce += ece_delta as u64;
         if pkts_acked > 0 || newly_sacked > 0 {
             self.sync_state(now);
             let sample = AckSample { pkts_acked, rtt: ca_rtt, in_flight: prior_in_flight };
@@ -475,7 +499,8 @@ impl TcpSender {
         if newly_delivered > 0 {
             self.tcp.delivered_time = now;
         }
-        let sample = rate::generate(&rs, now, self.tcp.delivered, self.tcp.lost, self.tcp.delivered_ce, newly_delivered, newly_lost, prior_in_flight, self.rtt.min_rtt(), ca_rtt, &mut self.tcp.app_limited);
+        let mut sample = rate::generate(&rs, now, self.tcp.delivered, self.tcp.lost, self.tcp.delivered_ce, newly_delivered, newly_lost, prior_in_flight, self.rtt.min_rtt(), ca_rtt, &mut self.tcp.app_limited);
+        sample.ece_delta = ece_delta;
         self.sync_state(now);
         if self.cc.cong_control(&mut self.tcp, &sample) {
             self.cc_owns_cwnd = true;

@@ -38,7 +38,8 @@ impl TcpSender {
 
     /// `tcp_ecn_queue_cwr`: tell the receiver (CWR) that the window was reduced.
     pub(super) fn queue_cwr(&mut self) {
-        if self.tcp.ecn_ok {
+        // AccECN has no CWR flag: the ACE counter carries the feedback.
+        if self.tcp.ecn_ok && !self.accecn {
             self.ecn_queue_cwr = true;
         }
     }

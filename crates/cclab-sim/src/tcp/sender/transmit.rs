@@ -116,6 +116,10 @@ impl TcpSender {
     /// (`tcp_tso_autosize`), at least the CC's `min_tso_segs` (BBR's hook, else
     /// `tcp_min_tso_segs`).
     pub(super) fn tso_segs(&self) -> u32 {
+        // L4STeam's `.tso_segs` replaces the autosizing (Prague's ~244 us bursts).
+        if let Some(segs) = self.cc.tso_segs(&self.tcp) {
+            return segs.max(1);
+        }
         // `sk_pacing_rate`: the CC's for a paced sender, else tcp_update_pacing_rate's.
         let rate = self.tcp.pacing_rate_bytes_per_sec;
         if rate == u64::MAX {
@@ -324,11 +328,13 @@ impl TcpSender {
         }
         // tcp_ecn_send: new data of an ECN connection leaves ECT(0) (INET_ECN_xmit),
         // carrying CWR once after a reduction; retransmissions go Not-ECT, unless the CC
-        // needs ECN (DCTCP), whose socket keeps ECT on everything.
+        // needs ECN (DCTCP, Prague), whose socket keeps ECT on everything. A CC that wants
+        // ECT(1) (TCP_ECN_ECT_1, Prague) sends that instead.
+        let ect = if self.accecn { Ecn::Ect1 } else { Ecn::Ect0 };
         let (ecn, cwr) = if self.tcp.ecn_ok && !is_retrans {
-            (Ecn::Ect0, std::mem::take(&mut self.ecn_queue_cwr))
+            (ect, std::mem::take(&mut self.ecn_queue_cwr))
         } else if self.tcp.ecn_ok && self.cc.needs_ecn() {
-            (Ecn::Ect0, false)
+            (ect, false)
         } else {
             (Ecn::NotEct, false)
         };
