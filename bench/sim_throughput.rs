@@ -21,6 +21,9 @@ fn behind(mut cfg: SimConfig, aqm_json: &str) -> SimConfig {
     cfg
 }
 
+/// tc's `dualpi2` defaults, as Python resolves them.
+const DUALPI2: &str = r#"{"kind":"dualpi2","limit_packets":10000,"memory_limit_bytes":30280000,"target_ns":15000000,"tupdate_ns":16000000,"alpha":41,"beta":819,"step_thresh_ns":1000000,"step_thresh_packets":null,"min_qlen_step":0,"coupling_factor":2,"drop_overload":true,"drop_early":false,"c_protection_percent":10,"ecn_mask":1}"#;
+
 fn peak_rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -58,6 +61,10 @@ fn main() {
             r#"{"kind":"pie","target_ns":15000000,"tupdate_ns":15000000,"limit_packets":1000,"alpha":2,"beta":20,"ecn":false,"bytemode":false,"dq_rate_estimator":false}"#)),
         ("cubic_1g_25ms_10bdp_cake_60s", behind(scenario(1000, 25, 10 * bdp_1g_25ms, 0.0, 60, &["cubic"]),
             r#"{"kind":"cake","rtt_ns":100000000,"target_ns":5000000,"flow_mode":"triple-isolate","memory_limit_bytes":null,"ecn":true}"#)),
+        // L4S: DualPI2 against fq_codel, and DCTCP and Prague against CUBIC behind it (tc defaults).
+        ("cubic_1g_25ms_10bdp_dualpi2_60s", behind(scenario(1000, 25, 10 * bdp_1g_25ms, 0.0, 60, &["cubic"]), DUALPI2)),
+        ("dctcp_1g_25ms_10bdp_dualpi2_60s", behind(scenario(1000, 25, 10 * bdp_1g_25ms, 0.0, 60, &["dctcp"]), DUALPI2)),
+        ("prague_1g_25ms_10bdp_dualpi2_60s", behind(scenario(1000, 25, 10 * bdp_1g_25ms, 0.0, 60, &["prague"]), DUALPI2)),
         ("100_flows_1g_20ms_fq_codel_60s", behind(scenario(1000, 20, 2 * 2_500_000, 0.0, 60, &hundred),
             r#"{"kind":"fq_codel","target_ns":5000000,"interval_ns":100000000,"limit_packets":10240,"flows":1024,"quantum_bytes":1514,"ecn":true,"ce_threshold_ns":null,"memory_limit_bytes":33554432,"drop_batch":64}"#)),
     ];

@@ -77,6 +77,29 @@ pub struct DualPi2Config {
     pub ecn_mask: u8,
 }
 
+impl Default for DualPi2Config {
+    /// `dualpi2_reset_default`: Linux's and tc's defaults.
+    fn default() -> Self {
+        let limit_packets = 10_000;
+        DualPi2Config {
+            limit_packets,
+            memory_limit_bytes: limit_packets as u64 * 2 * MTU_FRAME_BYTES,
+            target_ns: 15_000_000,
+            tupdate_ns: 16_000_000,
+            alpha: 41,
+            beta: 819,
+            step_thresh_ns: Some(1_000_000),
+            step_thresh_packets: None,
+            min_qlen_step: 0,
+            coupling_factor: 2,
+            drop_overload: true,
+            drop_early: false,
+            c_protection_percent: 10,
+            ecn_mask: 1,
+        }
+    }
+}
+
 /// `MAX_PROB`: a probability of 1 is `u32::MAX`.
 const MAX_PROB: u32 = u32::MAX;
 /// `ALPHA_BETA_GRANULARITY`: internal gains are per 64 ns of delay.

@@ -6,24 +6,8 @@ const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;
 const LINK_BPS: u64 = 50_000_000;
 
-/// iproute2's and the kernel's defaults (`dualpi2_reset_default`).
 fn config() -> DualPi2Config {
-    DualPi2Config {
-        limit_packets: 10_000,
-        memory_limit_bytes: 10_000 * 2 * 1514,
-        target_ns: 15 * MS,
-        tupdate_ns: 16 * MS,
-        alpha: 41,
-        beta: 819,
-        step_thresh_ns: Some(MS),
-        step_thresh_packets: None,
-        min_qlen_step: 0,
-        coupling_factor: 2,
-        drop_overload: true,
-        drop_early: false,
-        c_protection_percent: 10,
-        ecn_mask: 1,
-    }
+    DualPi2Config::default()
 }
 
 /// A DualPI2 whose controller is frozen at `prob`.

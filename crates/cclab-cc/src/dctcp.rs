@@ -144,11 +144,7 @@ impl CongestionControl for Dctcp {
     }
 
     fn telemetry(&self, tcp: &TcpState) -> CcTelemetry {
-        CcTelemetry {
-            mode: if tcp.in_slow_start() { "slow_start" } else { "congestion_avoidance" },
-            ecn_alpha: (!self.fallback_to_reno).then(|| self.alpha()),
-            ..CcTelemetry::default()
-        }
+        CcTelemetry { ecn_alpha: (!self.fallback_to_reno).then(|| self.alpha()), ..CcTelemetry::window_based(tcp) }
     }
 }
 

@@ -238,6 +238,13 @@ pub struct CcTelemetry {
     pub ecn_alpha: Option<f64>,
 }
 
+impl CcTelemetry {
+    /// A window-based CC's: its mode is slow start below ssthresh, else congestion avoidance.
+    pub fn window_based(tcp: &TcpState) -> Self {
+        CcTelemetry { mode: if tcp.in_slow_start() { "slow_start" } else { "congestion_avoidance" }, ..CcTelemetry::default() }
+    }
+}
+
 /// One congestion control algorithm: the hooks of Linux `tcp_congestion_ops`.
 /// All have default no-op bodies except `ssthresh`.
 pub trait CongestionControl {
@@ -293,10 +300,7 @@ pub trait CongestionControl {
     }
     /// Internal estimates for time series.
     fn telemetry(&self, tcp: &TcpState) -> CcTelemetry {
-        CcTelemetry {
-            mode: if tcp.in_slow_start() { "slow_start" } else { "congestion_avoidance" },
-            ..CcTelemetry::default()
-        }
+        CcTelemetry::window_based(tcp)
     }
 }
 

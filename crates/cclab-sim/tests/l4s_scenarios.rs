@@ -12,22 +12,7 @@ use common::*;
 
 /// tc's `dualpi2` defaults (sch_dualpi2.c `dualpi2_reset_default`).
 fn dualpi2() -> AqmConfig {
-    AqmConfig::DualPi2(DualPi2Config {
-        limit_packets: 10_000,
-        memory_limit_bytes: 10_000 * 2 * 1514,
-        target_ns: 15 * MS,
-        tupdate_ns: 16 * MS,
-        alpha: 41,
-        beta: 819,
-        step_thresh_ns: Some(MS),
-        step_thresh_packets: None,
-        min_qlen_step: 0,
-        coupling_factor: 2,
-        drop_overload: true,
-        drop_early: false,
-        c_protection_percent: 10,
-        ecn_mask: 1,
-    })
+    AqmConfig::DualPi2(DualPi2Config::default())
 }
 
 /// CoDel with ECN and a CE threshold: the step marking DCTCP expects from a switch.

@@ -13,6 +13,21 @@ fn ecn_sender() -> (TcpSender, EventQueue, SimTime, Vec<Transmission>) {
     started_cubic_sender(SimDuration::from_millis(20), true)
 }
 
+/// With nothing acknowledged, fires the sender's timers from `t0` until one retransmits;
+/// returns that time and everything sent.
+fn timers_until_a_retransmission(s: &mut TcpSender, q: &mut EventQueue, t0: SimTime) -> (SimTime, Vec<Transmission>) {
+    let mut out = Vec::new();
+    let mut now = t0;
+    while !out.iter().any(|t: &Transmission| t.is_retransmission) {
+        let (t, ev) = q.pop().expect("a timer is armed");
+        now = t;
+        if let Event::Timer(_, kind) = ev {
+            s.on_timer(now, kind, q, &mut out);
+        }
+    }
+    (now, out)
+}
+
 fn ack(cum_ack: u64, ece: bool) -> AckPacket {
     AckPacket { cum_ack, ece, ..AckPacket::default() }
 }
@@ -66,16 +81,8 @@ fn an_ece_is_ignored_without_negotiated_ecn() {
 #[test]
 fn retransmissions_leave_not_ect_and_a_timeout_queues_a_cwr() {
     let (mut s, mut q, t0, _) = ecn_sender();
-    let mut out: Vec<Transmission> = Vec::new();
     // Nothing is acknowledged: a loss probe (new data, ECT(0)), then the RTO fires.
-    let mut now = t0;
-    while !out.iter().any(|t| t.is_retransmission) {
-        let (t, ev) = q.pop().expect("a timer is armed");
-        now = t;
-        if let Event::Timer(_, kind) = ev {
-            s.on_timer(now, kind, &mut q, &mut out);
-        }
-    }
+    let (now, mut out) = timers_until_a_retransmission(&mut s, &mut q, t0);
     assert!(out.iter().all(|t| t.ecn == if t.is_retransmission { Ecn::NotEct } else { Ecn::Ect0 }), "{out:?}");
     // tcp_enter_loss queued a CWR: the next new data segment carries it.
     let high = s.tcp.snd_nxt;
@@ -89,15 +96,7 @@ fn retransmissions_leave_not_ect_and_a_timeout_queues_a_cwr() {
 fn a_dctcp_sender_keeps_ect0_on_retransmissions_and_cuts_by_half_its_alpha() {
     // TCP_CONG_NEEDS_ECN: tcp_ecn_send skips INET_ECN_dontxmit, so retransmissions stay ECT.
     let (mut s, mut q, t0, _) = started_sender("dctcp", SimDuration::from_millis(20), true);
-    let mut out: Vec<Transmission> = Vec::new();
-    let mut now = t0;
-    while !out.iter().any(|t| t.is_retransmission) {
-        let (t, ev) = q.pop().expect("a timer is armed");
-        now = t;
-        if let Event::Timer(_, kind) = ev {
-            s.on_timer(now, kind, &mut q, &mut out);
-        }
-    }
+    let (_, out) = timers_until_a_retransmission(&mut s, &mut q, t0);
     assert!(out.iter().all(|t| t.ecn == Ecn::Ect0), "{out:?}");
 
     // An ECE on a fresh connection: alpha starts at 1, so the first cut halves; with
