@@ -17,6 +17,17 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
+#: The files that keep a worker busiest (their measured share of `make test`'s parallel part,
+#: docs/BENCHMARKS.md), run first: with a file to a worker, one of them started last would
+#: leave the other core idle at the end.
+LONGEST_FILES = ("test_studies_cao_rebbr_cliff.py", "test_sweep_ray.py", "test_studies_many_flows.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, the rest in their usual order (a stable sort)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FILES)))
+
 VALID_SPEC = """\
 duration_s = 5
 seed = 7
