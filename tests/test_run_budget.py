@@ -117,12 +117,18 @@ def test_ctrl_c_stops_a_long_simulation_within_a_second_with_exit_130_and_nothin
     # About half a minute of simulation: 100 flows at 1 Gbit/s for 600 s.
     spec = write_spec(tmp_path / "long.toml", spec_dict(duration_s=600, bottleneck={"rate_mbps": 1000, "rtt_ms": 20}, flows=[{"cc": "cubic", "count": 100}]))
     out = tmp_path / "out"
-    process = subprocess.Popen([*CCLAB, "run", str(spec), "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=with_default_sigint)
-    time.sleep(4)  # imports, then past the 2 s after which the progress bar shows
-    assert process.poll() is None, process.communicate()
+    log = tmp_path / "stderr.txt"
+    with open(log, "w", encoding="utf-8") as errors:
+        process = subprocess.Popen([*CCLAB, "run", str(spec), "--out", str(out)], stdout=subprocess.PIPE, stderr=errors, text=True, preexec_fn=with_default_sigint)
+    # Interrupt once the progress bar shows (2 s into the run, after the imports).
+    deadline = time.monotonic() + 20
+    while "ETA" not in log.read_text(encoding="utf-8") and time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.1)
     process.send_signal(signal.SIGINT)
     sent = time.monotonic()
-    _, stderr = process.communicate(timeout=10)
+    process.communicate(timeout=10)
+    stderr = log.read_text(encoding="utf-8")
     stopped_after_s = time.monotonic() - sent
     assert process.returncode == 130, stderr
     assert stopped_after_s < 1.0

@@ -24,8 +24,10 @@ def two_rtt_result() -> dict:
 
 @pytest.fixture(scope="module")
 def cubic_one_bdp_result() -> dict:
-    # 100 Mbit/s, 10 ms, buffer = 1 BDP = 125 kB: CUBIC should keep the link busy.
-    config = make_config(rate_bps=100_000_000, rtt_ns=10_000_000, queue_limit_bytes=125_000, duration_ns=6_000_000_000)
+    # 100 Mbit/s, 20 ms, buffer = 1 BDP = 250 kB: CUBIC should keep the link busy. (At 10 ms
+    # the delay line's 1%-of-RTT lateness bound is 100 us, which this VM's noisy hours
+    # broke in three attempts running; 200 us it keeps.)
+    config = make_config(rate_bps=100_000_000, rtt_ns=20_000_000, queue_limit_bytes=250_000, duration_ns=6_000_000_000)
     return run_valid(config)
 
 
@@ -73,9 +75,9 @@ def test_senders_start_sockets_under_reno_so_no_flow_inherits_bbr_pacing(cubic_o
 def test_backlog_never_exceeds_the_buffer(cubic_one_bdp_result: dict) -> None:
     backlog = cubic_one_bdp_result["queue_series"]["queue_bytes"]
     assert len(backlog) > 1000  # sampled every few ms for 6 s
-    assert max(backlog) <= 125_000
+    assert max(backlog) <= 250_000
     # and the queue was actually used: CUBIC fills a 1 BDP buffer before backing off
-    assert max(backlog) > 125_000 - 10 * FRAME_BYTES
+    assert max(backlog) > 250_000 - 10 * FRAME_BYTES
 
 
 def test_segments_cross_the_bottleneck_at_mtu_size_because_offloads_are_off(cubic_one_bdp_result: dict) -> None:

@@ -26,7 +26,7 @@ from cclab.analysis import fairness, queue  # noqa: E402
 CC_COLORS = {"bbr": "#d95f02", "bbr2": "#e6ab02", "bbr3": "#e7298a", "cubic": "#1b9e77", "reno": "#7570b3"}
 OTHER_COLOR = "#666666"
 #: How figures and tables name each CC ("bbr" is BBRv1).
-CC_LABELS = {"bbr": "BBRv1", "bbr2": "BBRv2", "bbr3": "BBRv3", "cubic": "CUBIC", "reno": "Reno"}
+CC_LABELS = {"bbr": "BBRv1", "bbr2": "BBRv2", "bbr3": "BBRv3", "cubic": "CUBIC", "reno": "Reno", "dctcp": "DCTCP", "prague": "Prague"}
 #: The queue panel draws at most this many bins (mean line, min-max band).
 MAX_QUEUE_POINTS = 2000
 
