@@ -179,3 +179,17 @@ def test_the_run_report_counts_each_kind_of_event_per_flow(folders: dict[str, Pa
     header = re.findall(r"<th>([^<]+)</th>", section)
     first_row = re.findall(r'data-value="([^"]*)"', section)[: len(header)]
     assert first_row[0] == "0" and int(first_row[header.index("cc_mode")]) == flow0_modes > 0
+
+
+def test_the_run_report_shows_whole_run_copies_only_beside_a_warmup_and_no_metric_that_does_not_apply(tmp_path: Path) -> None:
+    import cclab
+
+    spec = {"duration_s": 2, "bottleneck": {"rate_mbps": 10, "rtt_ms": 20}, "flows": [{"cc": "cubic"}]}
+    for warmup_s, whole_run_shown in ((0.0, False), (1.0, True)):
+        result = cclab.run({**spec, "output": {"warmup_s": warmup_s}})
+        out = result.write(tmp_path / f"w{warmup_s:g}")
+        page = render_report(out)
+        assert ("whole_run_goodput_mbps" in page) == whole_run_shown
+        # A tail-drop queue has no L4S queue: its per-queue metrics are null and not listed.
+        assert result.bottleneck["l4s_sojourn_p99_ms"] is None and "l4s_sojourn_p99_ms" not in page
+        assert "sojourn_p99_ms" in page

@@ -38,7 +38,7 @@ def render_run(result: RunResult, title: str) -> str:
     """The whole page for one run."""
     page = Page(title, _subtitle(result))
     page.section("Overview", _overview(result))
-    page.section("Flows", frame_table(result.flows, sortable=True))
+    page.section("Flows", frame_table(result.flows[_shown(result, result.flows.columns)], sortable=True))
     labels = {int(row.flow_id): flow_label(int(row.flow_id), str(row.cc)) for row in result.flows.itertuples()}
     page.section("Flow time series", grid([page.plot(figure) for figure in flow_charts(result.flow_series, labels)]))
     shares = share_chart(result, labels)
@@ -78,14 +78,22 @@ def _overview(result: RunResult) -> str:
         badge = f'<span class="badge bad">INVALID RUN</span> {esc(reasons)}'
     return (
         f"<p>{badge}</p><p>{esc(_steady_text(result.steady_state))}</p><h3>Bottleneck</h3>"
-        + key_value_table(result.bottleneck.items())
+        + key_value_table((key, value) for key, value in result.bottleneck.items() if value is not None and key in _shown(result, [key]))
     )
+
+
+def _shown(result: RunResult, names: Any) -> list[str]:
+    """The metrics worth a row: `whole_run_*` only beside a warm-up (without one they repeat
+    the window's values)."""
+    warmup = (result.spec.get("warmup_ns") or 0) > 0
+    return [name for name in names if warmup or not str(name).startswith("whole_run_")]
 
 
 def _steady_text(state: dict[str, Any] | None) -> str:
     if not state:
         return "Steady state: not judged."
-    window = f"Metrics cover [{state['window_start_s']:g}, {state['window_end_s']:g}] s (whole_run_* the whole run). "
+    whole = " (whole_run_* the whole run)" if state["window_start_s"] > 0 else ""
+    window = f"Metrics cover [{state['window_start_s']:g}, {state['window_end_s']:g}] s{whole}. "
     if state.get("converged") is None:
         return window + f"Steady state: not judged ({state.get('reason')})."
     if state["converged"]:
