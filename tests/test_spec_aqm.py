@@ -113,12 +113,23 @@ def test_dctcp_and_prague_negotiate_ecn_whatever_the_flow_says() -> None:
     assert [(f["cc"], f["ecn"]) for f in flows] == [("dctcp", True), ("prague", True), ("cubic", False)]
 
 
+def test_accurate_ecn_is_asked_for_by_name_and_leaves_other_flows_configs_as_they_were() -> None:
+    data = scenario()
+    data["flows"] = [{"cc": "cubic", "ecn": "accecn"}, {"cc": "cubic", "ecn": True}, {"cc": "prague"}]
+    flows = Scenario.from_dict(data).resolve()["flows"]
+    assert [(f["ecn"], f.get("accecn")) for f in flows] == [(True, True), (True, None), (True, True)]
+    # No `accecn` key unless used: an RFC 3168 flow's config, and so its run key, is as before.
+    assert "accecn" not in flows[1]
+    data["flows"] = [{"cc": "cubic", "ecn": "accurate"}]
+    assert error_line(data).startswith("flows[0].ecn:")
+
+
 def test_ecn_is_off_unless_a_flow_asks_for_it() -> None:
     data = scenario()
     data["flows"] = [{"cc": "cubic"}, {"cc": "cubic", "ecn": True}]
     assert [f["ecn"] for f in Scenario.from_dict(data).resolve()["flows"]] == [False, True]
     data["flows"] = [{"cc": "cubic", "ecn": "yes"}]
-    assert error_line(data).startswith("flows[0].ecn: must be true or false")
+    assert error_line(data).startswith('flows[0].ecn: must be true, false or "accecn"')
 
 
 def test_bbr1_is_bbr_and_bbr2_bbr3_are_their_own_algorithms() -> None:

@@ -169,3 +169,16 @@ def test_cclab_query_prints_a_table_csv_or_json(grid: Path) -> None:
     ]
     as_json = run_cli("query", grid, sql, "--json")
     assert json.loads(as_json.stdout)[0] == {"cc": "bbr", "rate_mbps": 10.0, "n": 6}
+
+
+def test_an_axis_of_mixed_kinds_is_stored_as_text_as_toml_spells_it(tmp_path: Path) -> None:
+    from cclab.store import load_flows, write_flows_table
+    from cclab.sweep import Sweep, run_sweep
+
+    sweep = Sweep(name="ecn", base={"duration_s": 1, "bottleneck": {"rate_mbps": 10, "rtt_ms": 20}, "flows": [{"cc": "cubic"}]},
+                  axes={"flows.0.ecn": [False, True, "accecn"]})  # fmt: skip
+    run_sweep(sweep, tmp_path, progress=False)
+    write_flows_table(tmp_path)  # a mixed column would not convert to Parquet
+    flows = load_flows(tmp_path).sort_values("flows_0_ecn")
+    assert list(flows["flows_0_ecn"]) == ["accecn", "false", "true"]
+    assert list(flows["ecn"]) == [True, False, True]  # what the flow negotiated

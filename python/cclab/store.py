@@ -177,6 +177,11 @@ def flows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     known = set(RUN_COLUMNS) | set(FLOW_COLUMNS) | set(axes) | set(bottleneck)
     extra = [name for name in frame.columns if name not in known]
     frame = frame[[*RUN_COLUMNS, *axes, *FLOW_COLUMNS, *extra, *bottleneck]]
+    for name in axes:
+        # An axis of mixed kinds (`ecn` = false, true, "accecn") is one column of text, as TOML spells it.
+        kinds = {type(value) for value in frame[name].dropna()}
+        if str in kinds and len(kinds) > 1:
+            frame[name] = frame[name].map(lambda v: v if v is None or isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v))
     for name in ("bottleneck_queue_limit_bytes", "bottleneck_queue_limit_packets"):
         if name in frame.columns:
             frame[name] = frame[name].astype("Int64")  # one of the two is null

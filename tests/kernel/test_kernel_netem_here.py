@@ -18,6 +18,7 @@ import pytest
 
 from cclab.engines.kernel import KernelEngineError, netem, preflight
 from cclab.engines.kernel import netns as kernel_netns
+from cclab.engines.kernel.preflight import accecn_problem
 from kernelcase import make_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,3 +124,17 @@ def test_cli_exits_non_zero_with_one_error_line_when_netem_is_asked_for_here(tmp
     assert "CCLAB_DELAY=netem" in errors[0] and "sch_netem" in errors[0]
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(accecn_problem() is None, reason="this kernel has Accurate ECN: the refusal cannot happen here")
+def test_accurate_ecn_on_a_kernel_without_it_is_one_line_naming_the_field_and_writes_nothing(tmp_path: Path) -> None:
+    spec = tmp_path / "accecn.toml"
+    spec.write_text('duration_s = 2\n[bottleneck]\nrate_mbps = 20\nrtt_ms = 20\n[[flows]]\ncc = "cubic"\necn = "accecn"\n', encoding="utf-8")
+    cli = [sys.executable, "-c", "from cclab.cli import app; app()"]
+    out = subprocess.run([*cli, "run", str(spec), "--engine", "kernel", "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": f"{REPO / 'python'}:{REPO}"}, timeout=120)  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith('error: flows[0].ecn: "accecn" needs Accurate ECN'), out.stderr
+    assert not (tmp_path / "o").exists()
+    assert kernel_netns.list_cclab_namespaces() == []

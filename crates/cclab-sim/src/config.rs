@@ -99,12 +99,15 @@ pub struct FlowConfig {
     /// Negotiate ECN (net.ipv4.tcp_ecn=1 at both ends, RFC 3168).
     #[serde(default)]
     pub ecn: bool,
+    /// Negotiate Accurate ECN (RFC 9768, net.ipv4.tcp_ecn=3 at both ends) instead.
+    #[serde(default)]
+    pub accecn: bool,
 }
 
 impl FlowConfig {
     /// A bulk flow (no size limit) of `cc` starting at time zero on the base RTT.
     pub fn bulk(flow_id: u32, cc: &str) -> Self {
-        FlowConfig { flow_id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None, ecn: false }
+        FlowConfig { flow_id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None, ecn: false, accecn: false }
     }
 
     pub fn cc_config(&self) -> Result<CcConfig, String> {

@@ -157,10 +157,12 @@ impl Simulation {
             // A CC that needs ECN (DCTCP) asks for it whatever tcp_ecn says, at both ends
             // (tcp_ecn_send_syn, tcp_ecn_create_request), and echoes as DCTCP.
             let needs_ecn = sender.cc().needs_ecn();
-            sender.tcp.ecn_ok = f.ecn || needs_ecn;
+            sender.tcp.ecn_ok = f.ecn || f.accecn || needs_ecn;
+            sender.accecn |= f.accecn;
             let mut receiver = TcpReceiver::new(SimDuration(b.rtt_ns + f.extra_rtt_ns));
-            receiver.ecn_ok = f.ecn || needs_ecn;
-            receiver.dctcp_echo = needs_ecn && !sender.cc().needs_accecn();
+            receiver.ecn_ok = sender.tcp.ecn_ok;
+            // With Accurate ECN the ACE counter carries every mark: no DCTCP echo on top.
+            receiver.dctcp_echo = needs_ecn && !sender.accecn;
             // Accurate ECN where the CC asks for it (Prague), at both ends.
             receiver.accecn = sender.accecn;
             flows.push(Flow {

@@ -184,3 +184,21 @@ fn a_prague_flow_is_the_same_bit_for_bit_on_the_same_seed() {
     };
     assert_eq!(run_json(), run_json());
 }
+
+#[test]
+fn cubic_with_accurate_ecn_reduces_on_the_ce_count_as_on_the_rfc3168_echo_and_stays_ect0() {
+    // RFC 9768: the feedback changes, not the response (CUBIC still cuts once per window on
+    // an ECN signal). ECT(0) stays CUBIC's codepoint, so DualPI2 still queues it as classic.
+    let run_with = |accecn: bool| {
+        let mut cfg = noisy(scenario(50, 20, dualpi2(), vec!["cubic"], 20, 5));
+        cfg.flows[0].ecn = !accecn;
+        cfg.flows[0].accecn = accecn;
+        run_checked(cfg)
+    };
+    let (classic, accurate) = (run_with(false), run_with(true));
+    let (g_classic, g_accurate) = (classic.flows[0].goodput_mbps, accurate.flows[0].goodput_mbps);
+    eprintln!("cubic through dualpi2 with ECN: rfc3168 {g_classic:.2}, accecn {g_accurate:.2} Mbit/s; CE {} / {}", classic.flows[0].ce_marks_received, accurate.flows[0].ce_marks_received);
+    assert!(accurate.flows[0].ecn && accurate.flows[0].ce_marks_received > 0);
+    assert_eq!(accurate.bottleneck.dual_queue.l4s_packets, Some(0), "ECT(0): the classic queue");
+    assert!((g_accurate - g_classic).abs() <= 0.05 * g_classic, "{g_classic} {g_accurate}");
+}

@@ -25,6 +25,7 @@ fn arb_flow(id: u32) -> impl Strategy<Value = FlowConfig> {
             extra_rtt_ns: extra_ms * MS,
             rwnd_bytes: None,
             ecn,
+            accecn: false,
         })
 }
 

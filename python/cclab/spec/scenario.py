@@ -14,7 +14,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cclab.errors import SpecError
 from cclab.spec.aqm import AqmName, AqmParams, check_params_apply, resolve_aqm
@@ -69,6 +69,7 @@ CongestionControl = Literal["reno", "cubic", "dctcp", "prague", "bbr", "bbr1", "
 CC_ALIASES = {"bbr1": "bbr"}
 # Congestion controls with Linux's TCP_CONG_NEEDS_ECN flag.
 NEEDS_ECN = ("dctcp", "prague")
+NEEDS_ACCECN = ("prague",)
 EngineName = Literal["sim", "kernel"]
 
 
@@ -93,6 +94,14 @@ def _check_rwnd(text: str) -> str:
     return text
 
 
+def _check_ecn(value: Any) -> Any:
+    if isinstance(value, bool) or value == "accecn":
+        return value
+    raise ValueError(f'must be true, false or "accecn" (got {_show(value)})')
+
+
+#: `flows[].ecn`: RFC 3168 ECN (true), none (false), or Accurate ECN ("accecn").
+EcnMode = Annotated[bool | Literal["accecn"], BeforeValidator(_check_ecn)]
 SizeText = Annotated[str, AfterValidator(_check_size)]
 BytesText = Annotated[str, AfterValidator(_check_bytes)]
 RwndText = Annotated[str, AfterValidator(_check_rwnd)]
@@ -192,7 +201,10 @@ class Flow(_Strict):
     size: BytesText | None = Field(default=None, description="finite flow; otherwise runs for duration_s")
     extra_rtt_ms: float = Field(default=0.0, ge=0)
     rwnd: RwndText | None = Field(default=None, description="receive window; default unlimited")
-    ecn: bool = Field(default=False, description="the sender negotiates ECN (net.ipv4.tcp_ecn = 1)")
+    ecn: EcnMode = Field(
+        default=False,
+        description='the sender negotiates ECN: true for RFC 3168 (net.ipv4.tcp_ecn = 1), "accecn" for Accurate ECN (RFC 9768, tcp_ecn = 3)',
+    )
 
     @property
     def cc_name(self) -> str:
@@ -307,8 +319,7 @@ class Scenario(_Strict):
         for entry in self.flows:
             for _ in range(entry.count):
                 gain = (entry.probe_bw_gain or BBR_DEFAULT_PROBE_BW_GAIN) if entry.cc_name == "bbr" else None
-                flows.append(
-                    {
+                flow = {
                         "flow_id": len(flows),
                         "cc": entry.cc_name,
                         "probe_bw_gain": gain,
@@ -317,9 +328,13 @@ class Scenario(_Strict):
                         "extra_rtt_ns": _ns(entry.extra_rtt_ms, 1e6),
                         "rwnd_bytes": parse_bytes(entry.rwnd) if entry.rwnd else None,
                         # A CC that needs ECN (TCP_CONG_NEEDS_ECN) negotiates it whatever tcp_ecn says.
-                        "ecn": entry.ecn or entry.cc_name in NEEDS_ECN,
-                    }
-                )
+                        "ecn": bool(entry.ecn) or entry.cc_name in NEEDS_ECN,
+                }
+                # Accurate ECN, asked for or needed (Prague: TCP_CONG_NEEDS_ACCECN); only when
+                # used, so that other flows' configs (and their run keys) are unchanged.
+                if entry.ecn == "accecn" or entry.cc_name in NEEDS_ACCECN:
+                    flow["accecn"] = True
+                flows.append(flow)
         bottleneck: dict[str, Any] = {
             "rate_bps": link.rate_bps,
             "rtt_ns": link.rtt_ns,

@@ -102,6 +102,14 @@ def _preflight(config: dict) -> None:
     if config["duration_ns"] < 1_000_000_000:
         raise KernelEngineError("duration: the kernel engine needs at least 1 s (iperf3 runs whole seconds)")
 
+    for f in flows:
+        if f.get("accecn"):
+            problem = accecn_problem()
+            if problem:
+                raise KernelEngineError(
+                    f'flows[{f["flow_id"]}].ecn: "accecn" needs Accurate ECN (net.ipv4.tcp_ecn = 3), which this kernel '
+                    f"refuses ({problem}); use ecn = true or the sim engine"
+                )
     if any(f.get("ecn") for f in flows):
         # ECN itself is per-namespace TCP (net.ipv4.tcp_ecn); the receiver counts CE marks with xt_ecn.
         _require({"CONFIG_NETFILTER_XT_MATCH_ECN": ("xt_ecn", "iptables ecn match missing (CE marks received per flow)")})
@@ -134,6 +142,17 @@ def _preflight(config: dict) -> None:
             f"bottleneck: rate x RTT ({rate / 1e6:.0f} Mbit/s x {max_delay / 1e6:.0f} ms) needs more held ACKs "
             f"than the delay line holds faithfully ({MAX_HELD_ACKS}); use the sim engine"
         )
+
+
+def accecn_problem() -> str | None:
+    """Why this kernel cannot negotiate Accurate ECN, or None: a scratch namespace is asked
+    to set net.ipv4.tcp_ecn = 3 (kernels before AccECN refuse the value)."""
+    from cclab.engines.kernel.netem import run_in_scratch_netns
+
+    out = run_in_scratch_netns(["sysctl", "-q", "-w", "net.ipv4.tcp_ecn=3"])
+    if out.returncode == 0:
+        return None
+    return " ".join((out.stderr or out.stdout).split()) or f"exit status {out.returncode}"
 
 
 def _why_bpf(cc: str, gain: float | None, native: dict[str, str]) -> str:

@@ -122,13 +122,19 @@ def configure_hosts(topo: Topology, *, steer: bool = True) -> None:
 #: when the peer asks. Per namespace, and each flow has its own sender namespace, so each
 #: flow gets its own setting; the receiver accepts whatever a sender asks for.
 TCP_ECN_REQUEST, TCP_ECN_OFF, TCP_ECN_ACCEPT = "1", "0", "2"
+#: Accurate ECN (RFC 9768): request it, and accept it or classic ECN (kernels with AccECN).
+TCP_ECN_ACCURATE = "3"
 
 
-def configure_ecn(topo: Topology, ecn_of_flow: list[bool]) -> None:
-    """ECN per flow: the sender's namespace requests it (tcp_ecn = 1) or never uses it (0)."""
-    ns_run(topo.receiver, "sysctl", "-q", "-w", f"net.ipv4.tcp_ecn={TCP_ECN_ACCEPT}")
-    for ns, ecn in zip(topo.senders, ecn_of_flow, strict=True):
-        ns_run(ns, "sysctl", "-q", "-w", f"net.ipv4.tcp_ecn={TCP_ECN_REQUEST if ecn else TCP_ECN_OFF}")
+def configure_ecn(topo: Topology, ecn_of_flow: list[bool], accecn_of_flow: list[bool] | None = None) -> None:
+    """ECN per flow: the sender's namespace requests Accurate ECN (tcp_ecn = 3), RFC 3168 ECN
+    (1), or never uses it (0); the receiver accepts what is asked (2, or 3 beside AccECN)."""
+    accecn_of_flow = accecn_of_flow or [False] * len(ecn_of_flow)
+    receiver = TCP_ECN_ACCURATE if any(accecn_of_flow) else TCP_ECN_ACCEPT
+    ns_run(topo.receiver, "sysctl", "-q", "-w", f"net.ipv4.tcp_ecn={receiver}")
+    for ns, ecn, accecn in zip(topo.senders, ecn_of_flow, accecn_of_flow, strict=True):
+        mode = TCP_ECN_ACCURATE if accecn else TCP_ECN_REQUEST if ecn else TCP_ECN_OFF
+        ns_run(ns, "sysctl", "-q", "-w", f"net.ipv4.tcp_ecn={mode}")
 
 
 def rps_mask() -> str | None:
