@@ -148,3 +148,14 @@ def test_changing_links_quick_measures_recovery_and_trace_goodput_for_each_cc(tm
         # sample may exceed the link when data held out of order is delivered at once, so the
         # window's mean is compared with the rate before, not held to the dip's rate).
         assert before > 40 and 5 < in_dip < before / 3
+
+
+def test_a_rate_or_delay_change_applied_late_is_a_host_timing_reason_and_a_late_loss_rule_is_not() -> None:
+    from cclab.engines.kernel.link_changes import MAX_CHANGE_LATENESS_MS, lateness_reasons
+
+    late = MAX_CHANGE_LATENESS_MS + 5
+    report = {"changes": [{"at_s": 3.0, "late_ms": late, "by": "tc tbf"}, {"at_s": 6.0, "late_ms": late, "by": "iptables"},
+                          {"at_s": 3.0, "late_ms": 0.4, "by": "cclab-delayline"}, {"at_s": 6.0, "late_ms": 4.0, "by": "tc tbf"}]}  # fmt: skip
+    reasons = lateness_reasons(report)
+    assert len(reasons) == 1 and reasons[0].startswith("link change at 3 s applied 55 ms late by tc tbf")
+    assert "lateness" in reasons[0]  # what the kernel tests rerun a run for (host timing)

@@ -61,8 +61,10 @@ requires_kernel_engine = pytest.mark.skipif(SKIP_REASON is not None, reason=f"ke
 # backlog overflow). Accounting reasons (retransmits vs drops, vanished segments) are not.
 HOST_TIMING_REASONS = ("lateness", "CPU idle", "softnet")
 #: Runs of one config at most, while each is invalid for host timing only. A CI host once
-#: made four tests' runs late twice in a row (delay line p99 0.4-1 ms at a 200 us limit).
-HOST_TIMING_ATTEMPTS = 3
+#: made four tests' runs late twice in a row (delay line p99 0.4-1 ms at a 200 us limit), and
+#: on 2026-11-28 four tests three times in a row (p99 up to 1.1 ms, the host taking 4% of the
+#: CPU) in an hour when the simulator's own benchmark ran 1.8x slower.
+HOST_TIMING_ATTEMPTS = 4
 
 
 def run_valid(config: dict) -> dict:

@@ -375,6 +375,10 @@ def _run(  # noqa: PLR0915
     bn = assemble.bottleneck(m, flow_results, qs)
     # Validity checks the whole run (retransmissions against drops); results report the window.
     run_validity = assemble.validity(m, flow_results, bn)
+    link_report = changer.report(delay_report) if changer is not None else None
+    if link_report is not None:
+        reasons = run_validity["reasons"] + link_changes.lateness_reasons(link_report)
+        run_validity = {**run_validity, "valid": not reasons, "reasons": reasons}
     flow_results, bn = assemble.windowed(m, flow_results, bn, qs)
     events = {"time_s": [], "flow_id": [], "kind": [], "detail": []}
     for f in flow_results:
@@ -396,7 +400,7 @@ def _run(  # noqa: PLR0915
             **provenance(config, topo, m, idle_rtt, delay_report, limit_bytes, delay_of_queue, choice),
             "aqm": aqm.describe(aqm_choice, aqm_cfg, kernel_args=kernel_aqm_args, hard_limit=hard_limit,
                                 counters=aqm_counters),
-            **({"link_changes": changer.report(delay_report)} if changer is not None else {}),
+            **({"link_changes": link_report} if link_report is not None else {}),
             "flow_starts": [
                 {"flow_id": p.flow_id, "planned_s": p.start_s, "launch_lead_s": round(lead_s[p.flow_id], 6),
                  "data_syn_s": None if p.flow_id not in syn_s else round(syn_s[p.flow_id], 6),

@@ -176,3 +176,20 @@ def netem_change_args(ifname: str, delay_ns: int, limit_pkts: int) -> list[str]:
     """`tc qdisc change` of a flow's netem to a new constant delay (same handle and limit)."""
     args = netem.netem_add_args(ifname, delay_ns, limit_pkts)
     return [*args[:2], "change", *args[3:]]
+
+
+#: A change of the shaper or the delay that lands this much after its time leaves the run
+#: unfaithful (a quiet machine here applies tc's within a few ms, the delay line's within 1).
+MAX_CHANGE_LATENESS_MS = 50.0
+
+
+def lateness_reasons(report: dict) -> list[str]:
+    """Validity reasons for changes of the rate (tc) or the delay (the delay line) applied late:
+    host timing, which the word "lateness" names. The loss rule's iptables change is left out
+    (tens of ms is usual, and a loss rate is no clock)."""
+    return [
+        f"link change at {row['at_s']:g} s applied {row['late_ms']:.0f} ms late by {row['by']} "
+        f"(lateness over {MAX_CHANGE_LATENESS_MS:g} ms)"
+        for row in report["changes"]
+        if row["by"] != "iptables" and row["late_ms"] > MAX_CHANGE_LATENESS_MS
+    ]
