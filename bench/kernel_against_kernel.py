@@ -5,7 +5,7 @@
 
 Each DIR is a `cclab validate --out` folder. Sample A takes the simulator's place, so two
 kernel samples say what a perfect simulator would score against a sample of that many runs:
-the floor under every criterion (docs/FIDELITY.md, "the kernel against itself"). With
+the floor under every criterion (docs/history/FIDELITY-investigations.md, "the kernel against itself"). With
 `--engine-a sim` it scores one folder's simulator runs against another folder's kernel runs.
 """
 

@@ -16,8 +16,8 @@ under an old one, or to take a kind of noise out: `--stall-per-packet 0` runs wi
 stalls).
 
 Why: at ten runs a side, a case's share error moves by several points and its IQR by more
-than 2x from one sample of seeds to the next, on the kernel too (docs/FIDELITY.md, "Shares
-over more runs", "Spread over more runs").
+than 2x from one sample of seeds to the next, on the kernel too (docs/history/FIDELITY-investigations.md,
+"The rtt set over more runs").
 """
 
 from __future__ import annotations

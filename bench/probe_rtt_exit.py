@@ -21,7 +21,7 @@ one round to the next. `--window START END` (seconds after the SYN) takes the ro
 phase that idles between flights, as slow start's first rounds (`--window 0.15 1.0`).
 Why: the share of runs that leave PROBE_RTT a round early decides this case's spread, and
 it turns on how much longer than the configured RTT a round on an idle path is
-(docs/FIDELITY.md, "The idle machine: PROBE_RTT's rounds and slow start's reads").
+(docs/history/FIDELITY-investigations.md, "The idle machine: PROBE_RTT's rounds and slow start's reads").
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ app = typer.Typer(
     help="cclab: a congestion-control lab (BBR, CUBIC, Reno) in a simulator or on the Linux kernel.",
 )
 
-SpecArgument = Annotated[Path, typer.Argument(metavar="SPEC.toml", help="scenario spec (see README)", show_default=False)]
+SpecArgument = Annotated[Path, typer.Argument(metavar="SPEC.toml", help="scenario spec (see docs/GUIDE.md)", show_default=False)]
 
 
 ExecutorOption = Annotated[str, typer.Option("--executor", help='where runs go: local (this machine) | ray (a Ray cluster; pip install "cclab\\[ray]")')]
@@ -173,7 +173,7 @@ def validate(
 
 @app.command()
 def sweep(
-    sweep_file: Annotated[Path, typer.Argument(metavar="SWEEP.toml", help="sweep file (see README)", show_default=False)],
+    sweep_file: Annotated[Path, typer.Argument(metavar="SWEEP.toml", help="sweep file (see docs/GUIDE.md)", show_default=False)],
     out: Annotated[Path | None, typer.Option("--out", help="output folder; resumes what is already there [default: out/<sweep name>]")] = None,
     engine: Annotated[str | None, typer.Option(help=f"{' | '.join(ENGINE_NAMES)} [default: the base scenario's engine]")] = None,
     jobs: Annotated[int | None, typer.Option(help="parallel runs [default: CPU count for sim, 1 for kernel]")] = None,

@@ -12,7 +12,7 @@
 //! the frame time is Pareto-tailed: the maximum-likelihood exponent over all 109 is 1.70
 //! (1.53 and 2.15 at each rate), the longest 5.9 ms. That lost 0.03-0.2% of the link's time
 //! at 300 Mbit/s, as the kernel's steady-state goodput shows without a capture running
-//! (docs/FIDELITY.md, "The bottleneck stalls"). Shorter lateness is the ACK jitter's
+//! (docs/history/FIDELITY-investigations.md, "The bottleneck stalls"). Shorter lateness is the ACK jitter's
 //! (`jitter.rs`).
 
 use cclab_cc::rng::SimRng;

@@ -6,7 +6,7 @@
 //! for a CPU to wake before a host handles it. On a busy path the CPUs never get that far,
 //! and the simulator's per-ACK noise (jitter.rs) stands for what is left.
 //!
-//! Measured on the reference machine (docs/FIDELITY.md, "The idle machine: PROBE_RTT's
+//! Measured on the reference machine (docs/history/FIDELITY-investigations.md, "The idle machine: PROBE_RTT's
 //! rounds and slow start's reads"), from router captures of BBR at 300 Mbit/s x 100 ms in
 //! PROBE_RTT, where 4 packets cross the path every round and the machine idles ~50 ms
 //! between crossings. The constants come from the first 4 runs (13 rounds); 12 runs (36

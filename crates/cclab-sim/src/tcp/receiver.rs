@@ -13,7 +13,7 @@
 //! arrived spaced by the bottleneck were ACKed alone, 12 us after arrival,
 //! with or without PSH. So [`TcpReceiver::ack_each_read_segment`] is on by
 //! default: the sender sees one ACK per segment, spaced by the bottleneck,
-//! which is what HyStart's ACK-train detector keys on (docs/FIDELITY.md,
+//! which is what HyStart's ACK-train detector keys on (docs/history/FIDELITY-investigations.md,
 //! "Calibration: CUBIC slow-start exit").
 //!
 //! But only while the flow's delivery per RTT is reaching new highs. In steady
