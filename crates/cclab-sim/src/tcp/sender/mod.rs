@@ -139,6 +139,8 @@ pub struct TcpSender {
     pub accecn: bool,
     /// The last CE count an ACK carried (the sender's copy of the ACE counter).
     last_ce_count: u32,
+    /// The ECT codepoint of this socket's data: ECT(1) for a CC that wants it (Prague), else ECT(0).
+    ect: Ecn,
     prr: Prr,
     rack: Rack,
     rtt: RttEstimator,
@@ -203,6 +205,7 @@ impl TcpSender {
             ecn_queue_cwr: false,
             accecn,
             last_ce_count: 0,
+            ect: if accecn { Ecn::Ect1 } else { Ecn::Ect0 },
             prr: Prr::default(),
             rack: Rack::default(),
             rtt: RttEstimator::default(),

@@ -330,11 +330,10 @@ impl TcpSender {
         // carrying CWR once after a reduction; retransmissions go Not-ECT, unless the CC
         // needs ECN (DCTCP, Prague), whose socket keeps ECT on everything. A CC that wants
         // ECT(1) (TCP_ECN_ECT_1, Prague) sends that instead.
-        let ect = if self.cc.needs_accecn() { Ecn::Ect1 } else { Ecn::Ect0 };
         let (ecn, cwr) = if self.tcp.ecn_ok && !is_retrans {
-            (ect, std::mem::take(&mut self.ecn_queue_cwr))
+            (self.ect, std::mem::take(&mut self.ecn_queue_cwr))
         } else if self.tcp.ecn_ok && self.cc.needs_ecn() {
-            (ect, false)
+            (self.ect, false)
         } else {
             (Ecn::NotEct, false)
         };
