@@ -37,7 +37,7 @@ CHILD = r"""
 import json, resource, sys, time
 import cclab
 from cclab.engines.budget import estimate
-spec = cclab.api.load(json.loads(sys.argv[1]))
+spec = cclab.spec.load(json.loads(sys.argv[1]))
 base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.monotonic()
 result = cclab.run(spec, force=True)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import cclab
-import cclab.api
+import cclab.spec
 from cclab.engines import budget
 from cclab.errors import CclabError
 from conftest import with_default_sigint
@@ -61,7 +61,7 @@ def write_spec(path: Path, data: dict) -> Path:
 
 def test_the_estimate_grows_with_rate_duration_flows_and_finer_sampling() -> None:
     def cost(**overrides: object) -> budget.RunEstimate:
-        return budget.estimate(cclab.api.load(spec_dict(**overrides)).resolve(), "sim")
+        return budget.estimate(cclab.spec.load(spec_dict(**overrides)).resolve(), "sim")
 
     base = cost()
     assert cost(duration_s=100).data_packets == pytest.approx(10 * base.data_packets, rel=1e-3)
@@ -71,7 +71,7 @@ def test_the_estimate_grows_with_rate_duration_flows_and_finer_sampling() -> Non
     # A frame is 1514 B on the wire: 100 Mbit/s for 10 s carries 82,562 of them.
     assert base.data_packets == 100_000_000 * 10 // (8 * 1514)
     # The kernel engine runs in real time.
-    assert budget.estimate(cclab.api.load(spec_dict()).resolve(), "kernel").wall_s >= 10
+    assert budget.estimate(cclab.spec.load(spec_dict()).resolve(), "kernel").wall_s >= 10
 
 
 def test_a_run_past_the_soft_time_limit_is_one_line_naming_duration_exit_2_and_nothing_written(tmp_path: Path) -> None:
@@ -182,7 +182,7 @@ def test_any_spec_is_refused_in_one_line_naming_a_field_or_runs_within_the_link(
     monkeypatch.setattr(budget, "SOFT_WALL_S", 1.5)
     monkeypatch.setattr(budget, "SOFT_MEMORY_BYTES", 512 * 2**20)
     try:
-        scenario = cclab.api.load(data)
+        scenario = cclab.spec.load(data)
         budget.estimate(scenario.resolve(), "sim")
         result = cclab.run(scenario, "sim")
     except CclabError as error:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import cclab
+import cclab.spec
 from cclab.results import EVENT_COLUMNS, FLOW_COLUMNS, FLOW_SERIES_COLUMNS, QUEUE_SERIES_COLUMNS, RunResult
 from cclab.units import FRAME_BYTES, MSS_BYTES
 from conftest import EXAMPLES, run_cli
@@ -68,7 +69,7 @@ def test_run_json_prints_one_object_with_the_documented_keys(write_spec, tmp_pat
 
 
 def test_one_cubic_flow_fills_a_100mbit_20ms_link_with_a_1bdp_buffer() -> None:
-    scenario = cclab.api.load(EXAMPLES / "cubic_100mbit_20ms_1bdp.toml")
+    scenario = cclab.spec.load(EXAMPLES / "cubic_100mbit_20ms_1bdp.toml")
     assert scenario.duration_s == 10 and scenario.bottleneck.rate_mbps == 100 and scenario.bottleneck.rtt_ms == 20
     result = cclab.run(scenario)
     (goodput_mbps,) = result.flows["goodput_mbps"]

@@ -156,7 +156,7 @@ def test_a_steady_end_after_a_startup_transient_suggests_a_warmup_that_then_conv
 
 
 def test_until_steady_doubles_the_duration_with_the_same_seed_until_converged() -> None:
-    steady = cclab.api.run_until_steady(mixed(60, warmup_s=30), max_duration_s=10_000)
+    steady = cclab.run_until_steady(mixed(60, warmup_s=30), max_duration_s=10_000)
     assert steady.converged is True
     assert steady.durations_s == [60 * 2**k for k in range(len(steady.durations_s))]
     assert len(steady.durations_s) > 1  # a minute of BBR against CUBIC in 16 BDP is a transient
@@ -165,7 +165,7 @@ def test_until_steady_doubles_the_duration_with_the_same_seed_until_converged() 
 
 
 def test_until_steady_stops_at_the_cap() -> None:
-    steady = cclab.api.run_until_steady(mixed(60), max_duration_s=100)
+    steady = cclab.run_until_steady(mixed(60), max_duration_s=100)
     assert steady.durations_s == [60, 100]
     assert steady.converged is False
 

@@ -87,14 +87,6 @@ def test_cao2019_latdec_compares_completion_times_of_finite_flows(cao_quick: Pat
     assert (slowest[["fct_s_bbr", "fct_s_cubic"]] < 1.2 * floor_s).all().all()
 
 
-def test_a_second_reproduce_reuses_the_finished_runs(cao_quick: Path):
-    before = {p.name for p in (cao_quick / "runs").iterdir()}
-    done = run_cli("reproduce", "cao2019", "--quick", "--out", cao_quick)
-    assert done.returncode == 0, done.stderr
-    assert {p.name for p in (cao_quick / "runs").iterdir()} == before
-    assert len([p for p in before if not p.startswith(".")]) == 72 + 72  # 4 CCs x 18 networks; BBRv1 and CUBIC x 2 sizes x 18
-
-
 def test_rebbr_quick_shows_cubic_collapsing_under_loss_while_bbr_holds(tmp_path: Path):
     done = run_cli("reproduce", "rebbr", "--quick", "--out", tmp_path)
     assert done.returncode == 0, done.stderr
@@ -122,13 +114,19 @@ def test_cliff_quick_detects_each_bbr_cliff_from_the_data(tmp_path: Path):
         assert (tmp_path / "figures" / f"{stem}.png").exists()
 
 
-def test_cao2019_with_two_seeds_reports_the_trees_accuracy_across_them(cao_quick: Path, tmp_path: Path):
+def test_cao2019_with_two_seeds_reuses_seed_1s_runs_and_reports_the_trees_accuracy_across_them(cao_quick: Path, tmp_path: Path):
     import shutil
 
     out = tmp_path / "cao"
     shutil.copytree(cao_quick, out)  # seed 1's runs are reused; only seed 2 runs
+    runs = out / "runs"
+    seed_1 = {str(p.relative_to(runs)): p.stat().st_mtime_ns for p in runs.glob("[!.]*/*") if p.is_file()}
+    assert len([p for p in runs.iterdir() if not p.name.startswith(".")]) == 72 + 72  # 4 CCs x 18 networks; BBRv1 and CUBIC x 2 sizes x 18
     done = run_cli("reproduce", "cao2019", "--quick", "--seeds", "2", "--out", out)
     assert done.returncode == 0, done.stderr
+    # Every finished run of seed 1 is reused untouched, and seed 2 adds as many again.
+    assert {name: (runs / name).stat().st_mtime_ns for name in seed_1} == seed_1
+    assert len([p for p in runs.iterdir() if not p.name.startswith(".")]) == 2 * (72 + 72)
     summary = (out / "summary.md").read_text()
     found = re.search(r"Across 2 seeds: a tree fitted on one seed's networks scores ([\d.]+)% on that seed and ([\d.]+)% on another's", summary)
     assert found, summary

@@ -8,9 +8,28 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
 
-from cclab.api import run, run_until_steady
+from typing import TYPE_CHECKING, Any
+
 from cclab.errors import CclabError, EngineError, EngineUnavailable, SpecError
-from cclab.results import RunResult
-from cclab.spec import Scenario
+
+if TYPE_CHECKING:
+    from cclab.api import run, run_until_steady
+    from cclab.results import RunResult
+    from cclab.spec import Scenario
+
+# The engines and results pull in pandas (about a second to import); the CLI's error paths
+# and `cclab check` need none of it, so these load on first use (PEP 562).
+_LAZY = {"run": "cclab.api", "run_until_steady": "cclab.api", "RunResult": "cclab.results", "Scenario": "cclab.spec"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'cclab' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["CclabError", "EngineError", "EngineUnavailable", "RunResult", "Scenario", "SpecError", "run", "run_until_steady", "__version__"]

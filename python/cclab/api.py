@@ -17,16 +17,7 @@ from cclab.engines import budget, get_engine
 from cclab.engines.base import RunProgress
 from cclab.errors import CclabError
 from cclab.results import RunResult
-from cclab.spec import Scenario
-
-
-def load(spec: Scenario | Mapping[str, Any] | str | os.PathLike[str]) -> Scenario:
-    """A validated scenario from a Scenario, a dict shaped like the TOML, or a TOML path."""
-    if isinstance(spec, Scenario):
-        return spec
-    if isinstance(spec, Mapping):
-        return Scenario.from_dict(dict(spec))
-    return Scenario.from_toml(spec)
+from cclab.spec import Scenario, load
 
 
 def run(

@@ -14,11 +14,9 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from cclab.analysis.steady import not_converged_line
-from cclab.api import load
-from cclab.engines import ENGINE_NAMES, get_engine
+from cclab.engines.base import ENGINE_NAMES, get_engine
 from cclab.errors import CclabError
-from cclab.summary import render_summary
+from cclab.spec import load
 
 app = typer.Typer(
     add_completion=False,
@@ -73,10 +71,12 @@ def run(
     max_duration_s: Annotated[float | None, typer.Option("--max-duration-s", help="with --until-steady: the longest run [default: 16 x duration_s]")] = None,
 ) -> None:
     """Run a scenario and store its result (Parquet + JSON) and report.html."""
+    from cclab.analysis.steady import not_converged_line
     from cclab.api import run_until_steady
     from cclab.engines import budget
     from cclab.progress import SHOW_AFTER_S, RunProgressBar
     from cclab.report import write_run
+    from cclab.summary import render_summary
 
     try:
         if max_duration_s is not None and not until_steady:

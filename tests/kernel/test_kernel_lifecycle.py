@@ -140,10 +140,10 @@ def test_preflight_refuses_what_it_cannot_run_faithfully_in_one_line(change: dic
 
 def test_a_kernel_run_reports_its_progress_in_real_seconds_up_to_its_duration() -> None:
     import cclab
-    import cclab.api
+    import cclab.spec
 
     seen: list[tuple[float, float]] = []
-    scenario = cclab.api.load({"duration_s": 3, "bottleneck": {"rate_mbps": 50, "rtt_ms": 20}, "flows": [{"cc": "cubic"}]})
+    scenario = cclab.spec.load({"duration_s": 3, "bottleneck": {"rate_mbps": 50, "rtt_ms": 20}, "flows": [{"cc": "cubic"}]})
     started = time.monotonic()
     cclab.run(scenario, "kernel", progress=lambda done_s, total_s: seen.append((done_s, total_s)))
     wall_s = time.monotonic() - started

@@ -50,7 +50,9 @@ def scheduled() -> cclab.RunResult:
 def test_a_scheduled_rate_change_reaches_tbf_within_a_few_ms_and_the_flow_follows_it(scheduled: cclab.RunResult) -> None:
     assert scheduled.validity["valid"], scheduled.validity["reasons"]
     assert mean_throughput(scheduled, 1, 3) > 0.9 * 50 * CEILING
-    assert 0.9 * 10 * CEILING < mean_throughput(scheduled, 4, 6) <= 10 * CEILING * 1.02
+    # The slope, not the plain mean: one CI run's plain mean was 9.84 Mbit/s, 3% over the
+    # ceiling, from ACKs bunched across the window's edge (see delivery_slope).
+    assert 0.9 * 10 * CEILING < delivery_slope(scheduled, 4, 6) <= 10 * CEILING * 1.02
     changes = scheduled.provenance["link_changes"]["changes"]
     tbf = [c for c in changes if c["by"] == "tc tbf"]
     assert [c["at_s"] for c in tbf] == [3.0, 6.0]

@@ -15,6 +15,7 @@ from cclab.spec.scenario import (
     Scenario,
     _one_line,
     _show,
+    load,
     read_toml,
 )
 
@@ -31,5 +32,6 @@ __all__ = [
     "Scenario",
     "_one_line",
     "_show",
+    "load",
     "read_toml",
 ]

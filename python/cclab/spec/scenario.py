@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import tomllib
+from collections.abc import Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -441,3 +442,12 @@ def _one_line(error: ValidationError) -> str:
     else:
         message = detail["msg"]
     return f"{_path(loc)}: {message}"
+
+
+def load(spec: Scenario | Mapping[str, Any] | str | PathLike[str]) -> Scenario:
+    """A validated scenario from a Scenario, a dict shaped like the TOML, or a TOML path."""
+    if isinstance(spec, Scenario):
+        return spec
+    if isinstance(spec, Mapping):
+        return Scenario.from_dict(dict(spec))
+    return Scenario.from_toml(spec)
