@@ -206,6 +206,12 @@ def aqm_set() -> ValidationSet:
     cases.append(Case("cubic-ecn-50M-20ms-fq_codel", "aqm", _spec(flows=[{"cc": "cubic", "ecn": True}], aqm="fq_codel", **ecn_net)))
     # ECT(0) goes to DualPI2's classic queue, marked with p'^2 (RFC 9332's classic ECN).
     cases.append(Case("cubic-ecn-50M-20ms-dualpi2", "aqm", _spec(flows=[{"cc": "cubic", "ecn": True}], aqm="dualpi2", **ecn_net)))
+    # DCTCP (the kernel's, else its BPF port) behind the 1 ms step it is made for
+    # (examples/dctcp_50mbit_10ms_ce_threshold.toml), and in DualPI2's classic queue.
+    cases.append(Case("dctcp-50M-10ms-4bdp-codel-ce1ms", "aqm",
+                      _spec(flows=[{"cc": "dctcp"}], aqm="codel", aqm_params={"ecn": True, "ce_threshold_ms": 1},
+                            rate_mbps=50, rtt_ms=10, buffer="4bdp", duration_s=15)))  # fmt: skip
+    cases.append(Case("dctcp-50M-20ms-4bdp-dualpi2", "aqm", _spec(flows=[{"cc": "dctcp"}], aqm="dualpi2", rate_mbps=50, rtt_ms=20, buffer="4bdp", duration_s=15)))
     iso = {"rate_mbps": 50, "rtt_ms": 40, "buffer": "5bdp", "duration_s": 20}
     for aqm in ("fifo", "fq_codel", "cake"):
         cases.append(Case(f"bbr+cubic-50M-40ms-5bdp-{aqm}", "aqm", _spec(flows=[{"cc": "bbr"}, {"cc": "cubic"}], aqm=aqm, **iso)))

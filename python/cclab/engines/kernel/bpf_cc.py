@@ -11,15 +11,20 @@ built from crates/cclab-bpf-bbr and registered for one run.
   it, else `cclab_bbr2`: bbr3.bpf.c built with -DCCLAB_BBR_V2ALPHA, a port of v2alpha's
   tcp_bbr2.c (v3's ancestor: the same model with other constants and a few marked paths).
 
+- DCTCP (cc "dctcp"): the kernel's own `dctcp` where it has tcp_dctcp (loaded or loadable),
+  else `cclab_dctcp` from crates/cclab-bpf-l4s/dctcp.bpf.c, a port of tcp_dctcp.c that
+  registers with TCP_CONG_NEEDS_ECN. The receiving socket takes the same CC (iperf3's
+  server sets the client's -C on it; receiver.py does too): DCTCP's CE echo runs there.
+
 Objects are compiled with clang against this kernel's BTF (vmlinux.h from bpftool), cached
 by source, variant, kernel and BTF, registered with `bpftool struct_ops register` before
 the run and unregistered at teardown.
 
-Registering a CC is kernel-global. Names are cclab's own (prefix `cclab_bbr`), the root
+Registering a CC is kernel-global. Names are cclab's own (prefix `cclab_`), the root
 namespace's default CC is never touched, and kernel runs are serialized by the host-wide
 run lock (runlock.py), so two runs never hold the same name at once. Before registering,
 a run writes its pid and names to /run/cclab/bpf/<run id>.json; a later run unregisters
-any `cclab_bbr*` struct_ops whose owner is dead (`cleanup_stale`).
+any `cclab_*` struct_ops whose owner is dead (`cleanup_stale`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from pathlib import Path
 
 from cclab.engines.kernel.errors import KernelEngineError
 
+#: Every BPF CC cclab registers is named `cclab_...`; BBR at another gain `cclab_bbr<permille>`.
+BPF_PREFIX = "cclab_"
 CA_PREFIX = "cclab_bbr"
 #: tcp_bbr.c bbr_pacing_gain[0] = BBR_UNIT * 5 / 4: flows at this gain run the built-in `bbr`.
 LINUX_PROBE_BW_GAIN_PERMILLE = 1250
@@ -46,13 +53,17 @@ MAX_GAIN_PERMILLE = 1023 * 1000 // 256
 FORCE_PORT_ENV = "CCLAB_KERNEL_BBR_PORT"
 SOURCE_DIR = Path(__file__).resolve().parents[4] / "crates" / "cclab-bpf-bbr"
 SOURCE = SOURCE_DIR / "bbr.bpf.c"
+L4S_SOURCE_DIR = SOURCE_DIR.parent / "cclab-bpf-l4s"
 #: Spec cc -> the BPF port that stands in when the kernel lacks it natively.
-PORTS = {"bbr3": f"{CA_PREFIX}3", "bbr2": f"{CA_PREFIX}2"}
+PORTS = {"bbr3": f"{CA_PREFIX}3", "bbr2": f"{CA_PREFIX}2", "dctcp": f"{BPF_PREFIX}dctcp"}
 #: Port -> its source and the defines that select its version (one source serves v2 and v3).
-PORT_SOURCES = {f"{CA_PREFIX}3": SOURCE_DIR / "bbr3.bpf.c", f"{CA_PREFIX}2": SOURCE_DIR / "bbr3.bpf.c"}
-PORT_DEFINES: dict[str, dict[str, int]] = {f"{CA_PREFIX}3": {}, f"{CA_PREFIX}2": {"CCLAB_BBR_V2ALPHA": 1}}
-#: Spec cc -> the name google/bbr's kernels register it under.
-NATIVE_NAMES = {"bbr3": "bbr", "bbr2": "bbr2"}
+PORT_SOURCES = {f"{CA_PREFIX}3": SOURCE_DIR / "bbr3.bpf.c", f"{CA_PREFIX}2": SOURCE_DIR / "bbr3.bpf.c",
+                f"{BPF_PREFIX}dctcp": L4S_SOURCE_DIR / "dctcp.bpf.c"}  # fmt: skip
+PORT_DEFINES: dict[str, dict[str, int]] = {f"{CA_PREFIX}3": {}, f"{CA_PREFIX}2": {"CCLAB_BBR_V2ALPHA": 1}, f"{BPF_PREFIX}dctcp": {}}
+#: Spec cc -> the name the kernel registers it under (google/bbr's kernels for v2 and v3).
+NATIVE_NAMES = {"bbr3": "bbr", "bbr2": "bbr2", "dctcp": "dctcp"}
+#: Ports whose CC must also run on the receiving socket (its CE echo lives there).
+RECEIVER_SIDE_PORTS = frozenset({f"{BPF_PREFIX}dctcp"})
 #: Kernel functions only google/bbr's versions have: v3's tcp_bbr.c registers
 #: bbr_skb_marked_lost as a kfunc (so it is never inlined away); v2alpha's tcp_bbr2.c
 #: names its functions bbr2_*.
@@ -102,6 +113,13 @@ def _kernel_symbols() -> frozenset[str]:
     return frozenset(found)
 
 
+def _module_exists(module: str) -> bool:
+    """modinfo finds the module: a root socket that selects its CC would load it."""
+    if shutil.which("modinfo") is None:
+        return False
+    return subprocess.run(["modinfo", "-F", "filename", module], capture_output=True, timeout=30).returncode == 0
+
+
 def _module_version(module: str) -> str:
     """`modinfo -F version` of a module not loaded yet ("" if none or no modinfo)."""
     if shutil.which("modinfo") is None:
@@ -116,6 +134,7 @@ def native_versions(
     sys_module: Path = SYS_MODULE,
     symbols: frozenset[str] | None = None,
     module_version=_module_version,  # noqa: ANN001
+    module_exists=_module_exists,  # noqa: ANN001
 ) -> dict[str, str]:
     """The BBR versions this kernel has natively: spec cc -> how that was told, e.g.
     {"bbr3": "bbr is google/bbr v3 (/sys/module/tcp_bbr/version = 3)"}. "bbr" (v1) is
@@ -141,6 +160,10 @@ def native_versions(
             found["bbr"] = "bbr is Linux's BBRv1"
     if "bbr2" in available and ((sys_module / "tcp_bbr2").exists() or V2_SYMBOL in symbols):
         found["bbr2"] = "bbr2 is google/bbr v2alpha"
+    if "dctcp" in available:
+        found["dctcp"] = "dctcp is registered (tcp_dctcp)"
+    elif module_exists("tcp_dctcp"):
+        found["dctcp"] = "tcp_dctcp is a module, loaded when a socket selects it"
     return found
 
 
@@ -177,7 +200,7 @@ def implementation(kernel_cc: str) -> str:
 
 
 def is_bpf_name(name: str) -> bool:
-    return name.startswith(CA_PREFIX)
+    return name.startswith(BPF_PREFIX)
 
 
 def source_of(name: str) -> tuple[Path, dict[str, int]]:
@@ -336,7 +359,7 @@ def _start_time(pid: int) -> str | None:
 
 
 def cleanup_stale() -> list[str]:
-    """Unregisters `cclab_bbr*` struct_ops that no live run owns; returns their names."""
+    """Unregisters `cclab_*` struct_ops that no live run owns; returns their names."""
     if find_bpftool() is None:
         return []
     live: set[str] = set()

@@ -90,7 +90,7 @@ def _preflight(config: dict) -> None:
             if bpf_problem:
                 raise KernelEngineError(f"flow {f['flow_id']}: {_why_bpf(f['cc'], gain, native)}, but {bpf_problem}; "
                                         "run `make install` or use the sim engine")  # fmt: skip
-        elif kernel_cc not in available:
+        elif kernel_cc not in available and f["cc"] not in native:  # a native module loads when selected
             raise KernelEngineError(
                 f"flow {f['flow_id']}: this kernel lacks CC {f['cc']} ({AVAILABLE_CC} lists {' '.join(available)}); "
                 f"try `modprobe tcp_{f['cc']}`"

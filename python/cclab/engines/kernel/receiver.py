@@ -189,6 +189,11 @@ def serve(listener: socket.socket, flow: FlowState, cutoff: Cutoff) -> None:
         if _read_exact(data, COOKIE_BYTES) != cookie:
             raise ValueError("data connection sent a different cookie")
         data.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, SOF_TIMESTAMPING_RX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE)
+        if params.get("congestion"):
+            # As iperf3's server does (iperf_server_api.c, after accepting a data stream): the
+            # receiving socket takes the client's CC, which for DCTCP is what echoes CE marks
+            # (tcp_dctcp.h's CE state machine runs on the receiver's CC).
+            data.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, str(params["congestion"]).encode())
         running_s = time.monotonic()
         _state(control, TEST_START)
         _state(control, TEST_RUNNING)
