@@ -67,6 +67,43 @@ struct cclab_dctcp {
 	__u32 reno_fallback;
 };
 
+/* What the port did, per run (bpf_cc.py reads it into provenance before unregistering):
+ * counts of each reaction, and the largest ssthresh and undo window it returned. */
+enum dctcp_stat {
+	STAT_ALPHA_UPDATES,	/* windows closed by dctcp_update_alpha */
+	STAT_SSTHRESH_CALLS,	/* window reductions (ECE or loss) asking ssthresh */
+	STAT_LOSS_REACTIONS,	/* dctcp_react_to_loss (Recovery entered, RTO) */
+	STAT_CE_STATE_CHANGES,	/* receiver: CE state flips, each ACKed at once */
+	STAT_RENO_FALLBACKS,	/* sockets that had no ECN at init */
+	STAT_MAX_SSTHRESH,
+	STAT_MAX_UNDO_CWND,
+	STAT_MAX_ALPHA,
+	DCTCP_STATS,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DCTCP_STATS);
+	__type(key, __u32);
+	__type(value, __u64);
+} dctcp_stats SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&dctcp_stats, &idx);
+
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+static __always_inline void raise_to(__u32 idx, __u64 value)
+{
+	__u64 *v = bpf_map_lookup_elem(&dctcp_stats, &idx);
+
+	if (v && *v < value)
+		*v = value;
+}
+
 static __always_inline struct cclab_dctcp *dctcp_of(struct sock *sk)
 {
 	return (struct cclab_dctcp *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
@@ -103,7 +140,7 @@ static __always_inline void dctcp_reset(const struct tcp_sock *tp, struct cclab_
 /* dctcp_init(): DCTCP where ECN was negotiated (or on a listening or closed
  * socket, whose children inherit the CC before negotiating), else Reno. */
 SEC("struct_ops")
-void BPF_PROG(cclab_dctcp_init, struct sock *sk)
+void BPF_PROG(dctcp_init, struct sock *sk)
 {
 	struct tcp_sock *tp = tcp_of(sk);
 	struct cclab_dctcp *ca = dctcp_of(sk);
@@ -119,26 +156,32 @@ void BPF_PROG(cclab_dctcp_init, struct sock *sk)
 		return;
 	}
 	ca->reno_fallback = 1;
+	count(STAT_RENO_FALLBACKS);
 }
 
 /* dctcp_ssthresh(): cwnd x (1 - alpha / 2), alpha in 1/1024. */
 SEC("struct_ops")
-__u32 BPF_PROG(cclab_dctcp_ssthresh, struct sock *sk)
+__u32 BPF_PROG(dctcp_ssthresh, struct sock *sk)
 {
 	struct cclab_dctcp *ca = dctcp_of(sk);
 	struct tcp_sock *tp = tcp_of(sk);
 
+	__u32 ssthresh;
+
 	if (ca->reno_fallback)
 		return tcp_reno_ssthresh(sk);
 	ca->loss_cwnd = tp->snd_cwnd;
-	return max_u32(tp->snd_cwnd - ((tp->snd_cwnd * ca->dctcp_alpha) >> 11U), 2U);
+	ssthresh = max_u32(tp->snd_cwnd - ((tp->snd_cwnd * ca->dctcp_alpha) >> 11U), 2U);
+	count(STAT_SSTHRESH_CALLS);
+	raise_to(STAT_MAX_SSTHRESH, ssthresh);
+	return ssthresh;
 }
 
 /* dctcp_update_alpha(): once per window of data (snd_una past next_seq),
  * alpha = (1 - g) alpha + g F, F the fraction of delivered packets that were
  * CE-marked (tp->delivered_ce counts them from the receiver's ECE echo). */
 SEC("struct_ops")
-void BPF_PROG(cclab_dctcp_update_alpha, struct sock *sk, __u32 flags)
+void BPF_PROG(dctcp_update_alpha, struct sock *sk, __u32 flags)
 {
 	const struct tcp_sock *tp = tcp_of(sk);
 	struct cclab_dctcp *ca = dctcp_of(sk);
@@ -160,6 +203,8 @@ void BPF_PROG(cclab_dctcp_update_alpha, struct sock *sk, __u32 flags)
 		}
 		ca->dctcp_alpha = alpha;
 		dctcp_reset(tp, ca);
+		count(STAT_ALPHA_UPDATES);
+		raise_to(STAT_MAX_ALPHA, alpha);
 	}
 }
 
@@ -171,12 +216,13 @@ static __always_inline void dctcp_react_to_loss(struct sock *sk)
 
 	ca->loss_cwnd = tp->snd_cwnd;
 	tp->snd_ssthresh = max_u32(tp->snd_cwnd >> 1U, 2U);
+	count(STAT_LOSS_REACTIONS);
 }
 
 /* dctcp_state(): entering Recovery is a loss; an RTO is handled in cwnd_event
  * (CA_EVENT_LOSS) so that one RTT sees one reduction. */
 SEC("struct_ops")
-void BPF_PROG(cclab_dctcp_state, struct sock *sk, __u8 new_state)
+void BPF_PROG(dctcp_state, struct sock *sk, __u8 new_state)
 {
 	if (dctcp_of(sk)->reno_fallback)
 		return;
@@ -205,6 +251,7 @@ static __always_inline void dctcp_ece_ack_update(struct sock *sk, enum tcp_ca_ev
 	__u32 new_ce_state = (evt == CA_EVENT_ECN_IS_CE) ? 1 : 0;
 
 	if (*ce_state != new_ce_state) {
+		count(STAT_CE_STATE_CHANGES);
 		if (icsk->icsk_ack.pending & ICSK_ACK_TIMER) {
 			dctcp_ece_ack_cwr(sk, *ce_state);
 			bpf_tcp_send_ack(sk, *prior_rcv_nxt);
@@ -218,7 +265,7 @@ static __always_inline void dctcp_ece_ack_update(struct sock *sk, enum tcp_ca_ev
 
 /* dctcp_cwnd_event() */
 SEC("struct_ops")
-void BPF_PROG(cclab_dctcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
+void BPF_PROG(dctcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 {
 	struct cclab_dctcp *ca = dctcp_of(sk);
 
@@ -239,31 +286,35 @@ void BPF_PROG(cclab_dctcp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 
 /* dctcp_cwnd_undo() */
 SEC("struct_ops")
-__u32 BPF_PROG(cclab_dctcp_cwnd_undo, struct sock *sk)
+__u32 BPF_PROG(dctcp_cwnd_undo, struct sock *sk)
 {
 	const struct cclab_dctcp *ca = dctcp_of(sk);
 
+	__u32 cwnd;
+
 	if (ca->reno_fallback)
 		return tcp_reno_undo_cwnd(sk);
-	return max_u32(tcp_of(sk)->snd_cwnd, ca->loss_cwnd);
+	cwnd = max_u32(tcp_of(sk)->snd_cwnd, ca->loss_cwnd);
+	raise_to(STAT_MAX_UNDO_CWND, cwnd);
+	return cwnd;
 }
 
 /* tcp_dctcp.c uses tcp_reno_cong_avoid itself. */
 SEC("struct_ops")
-void BPF_PROG(cclab_dctcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
+void BPF_PROG(dctcp_cong_avoid, struct sock *sk, __u32 ack, __u32 acked)
 {
 	tcp_reno_cong_avoid(sk, ack, acked);
 }
 
 SEC(".struct_ops")
 struct tcp_congestion_ops CCLAB_CA_NAME = {
-	.init = (void *)cclab_dctcp_init,
-	.in_ack_event = (void *)cclab_dctcp_update_alpha,
-	.cwnd_event = (void *)cclab_dctcp_cwnd_event,
-	.ssthresh = (void *)cclab_dctcp_ssthresh,
-	.cong_avoid = (void *)cclab_dctcp_cong_avoid,
-	.undo_cwnd = (void *)cclab_dctcp_cwnd_undo,
-	.set_state = (void *)cclab_dctcp_state,
+	.init = (void *)dctcp_init,
+	.in_ack_event = (void *)dctcp_update_alpha,
+	.cwnd_event = (void *)dctcp_cwnd_event,
+	.ssthresh = (void *)dctcp_ssthresh,
+	.cong_avoid = (void *)dctcp_cong_avoid,
+	.undo_cwnd = (void *)dctcp_cwnd_undo,
+	.set_state = (void *)dctcp_state,
 	.flags = TCP_CONG_NEEDS_ECN,
 	.name = STR(CCLAB_CA_NAME),
 };

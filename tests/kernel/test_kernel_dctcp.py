@@ -1,8 +1,7 @@
 """DCTCP on the kernel engine: the kernel's own tcp_dctcp where it has it, else the BPF port
 (crates/cclab-bpf-l4s/dctcp.bpf.c), against the simulator's port of the same code, behind
-the step marking DCTCP is made for (CoDel's ce_threshold at 1 ms, as in
-examples/dctcp_50mbit_10ms_ce_threshold.toml but at 20 ms, where the kernel engine's timing
-checks allow 200 us) and behind DualPI2 in the userspace bottleneck. Two 6 s kernel runs.
+the step marking DCTCP is made for (CoDel's ce_threshold) and behind DualPI2 in the
+userspace bottleneck. Two 6 s kernel runs.
 """
 
 from __future__ import annotations
@@ -21,8 +20,13 @@ pytestmark = [
     ),
 ]
 
+#: The marking step: 21 packets at 50 Mbit/s, above the BDP / 7 (12 packets at 20 ms) that the
+#: DCTCP paper (Alizadeh et al., SIGCOMM 2010, section 3.3) asks for full throughput. A 1 ms
+#: step (as in examples/dctcp_50mbit_10ms_ce_threshold.toml) is within the delay line's
+#: jitter on a busy host, whose bursts then set the marks (CUBIC fell to 3% of the link).
+STEP_MS = 5
 STEP_SPEC = {"duration_s": 6, "output": {"warmup_s": 2}, "flows": [{"cc": "dctcp"}],
-             "bottleneck": {"rate_mbps": 50, "rtt_ms": 20, "buffer": "4bdp", "aqm": "codel", "aqm_params": {"ecn": True, "ce_threshold_ms": 1}}}  # fmt: skip
+             "bottleneck": {"rate_mbps": 50, "rtt_ms": 20, "buffer": "4bdp", "aqm": "codel", "aqm_params": {"ecn": True, "ce_threshold_ms": STEP_MS}}}  # fmt: skip
 DUALPI2_SPEC = {"duration_s": 6, "output": {"warmup_s": 2}, "bottleneck": {"rate_mbps": 50, "rtt_ms": 20, "buffer": "4bdp", "aqm": "dualpi2"},
                 "flows": [{"cc": "dctcp"}]}  # fmt: skip
 
@@ -42,18 +46,18 @@ def test_the_kernels_own_dctcp_runs_where_it_has_one_else_the_bpf_port(behind_th
     assert kernel.flows.iloc[0]["ecn"]  # TCP_CONG_NEEDS_ECN: negotiated whatever the flow said
 
 
-def test_dctcp_keeps_the_link_full_over_a_one_ms_marking_step_on_both_engines(behind_the_step) -> None:
-    # DCTCP's signature (RFC 8257): it cuts by alpha/2 once a window, so a queue held at the
-    # 1 ms step (4 packets, a twentieth of the BDP) still keeps the link busy. CUBIC with ECN
-    # behind the same step cuts to 0.7 per marked window: 0.89 of the link on the simulator.
-    # A receiver echoing CE the RFC 3168 way (ECE until CWR) would show the sender every
-    # packet of a marked window as marked, and DCTCP would then halve each time.
+def test_dctcp_keeps_the_link_full_while_many_of_its_packets_are_marked_on_both_engines(behind_the_step) -> None:
+    # DCTCP's signature (RFC 8257): it cuts by alpha/2 once a window, so it keeps the link full
+    # with a steady share of its packets marked, the queue held near the step (the simulator:
+    # 6% marked). CUBIC with ECN takes one mark per cycle (0.4% of its packets here). A DCTCP
+    # whose receiver echoed CE the RFC 3168 way (ECE until CWR) would see every packet of a
+    # marked window as marked and halve each window: far from full at that marking rate.
     for result in behind_the_step:
-        engine, bottleneck = result.provenance["engine"], result.bottleneck
+        engine, bottleneck, flow = result.provenance["engine"], result.bottleneck, result.flows.iloc[0]
         assert bottleneck["utilization"] >= 0.95, (engine, bottleneck["utilization"])
-        assert bottleneck["ce_marks"] > 0 and bottleneck["drops"] == 0, (engine, bottleneck["ce_marks"], bottleneck["drops"])
-        assert bottleneck["sojourn_p50_ms"] < 2.0, (engine, bottleneck["sojourn_p50_ms"])
-        assert result.flows.iloc[0]["retrans_segments"] == 0
+        assert bottleneck["drops"] == 0 and flow["retrans_segments"] == 0, engine
+        assert bottleneck["ce_marks"] >= 0.02 * flow["data_segments_sent"], (engine, bottleneck["ce_marks"], flow["data_segments_sent"])
+        assert 0.3 * STEP_MS <= bottleneck["sojourn_p50_ms"] <= 1.5 * STEP_MS, (engine, bottleneck["sojourn_p50_ms"])
     kernel, sim = behind_the_step
     # Every mark the bottleneck made reached the receiver.
     assert kernel.flows.iloc[0]["ce_marks_received"] == kernel.bottleneck["ce_marks"]

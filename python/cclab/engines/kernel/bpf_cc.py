@@ -433,22 +433,28 @@ class RunCcs:
         return {name: {"object": obj, "source": str(source_of(name)[0])} for name, obj in self.objects.items()}
 
     def read_state_counts(self) -> dict[str, dict[str, int]]:
-        """Per registered BBRv2/v3 port: ACKs processed in each state and the loss responses
-        it made (bbr3.bpf.c's `bbr3_stats`/`bbr2_stats` array); read before unregistering."""
+        """Per registered port with a stats array: for BBRv2/v3 the ACKs processed in each
+        state and the loss responses (bbr3.bpf.c's `bbr3_stats`/`bbr2_stats`), for DCTCP its
+        reactions (dctcp.bpf.c's `dctcp_stats`); read before unregistering."""
         out = {}
         for name in self.registered:
             if name in STATS:
-                counts = read_stats_map(*STATS[name])
+                map_name, program, names = STATS[name]
+                counts = read_stats_map(map_name, program)
                 if counts is not None:
-                    out[name] = dict(zip(STATS_NAMES, counts, strict=False))
+                    out[name] = dict(zip(names, counts, strict=False))
         return out
 
 
 #: bbr3.bpf.c, per port: the counters array and a program that uses it (the v2 build
 #: takes v2 names, state.h), and the meaning of each entry.
-STATS = {f"{CA_PREFIX}3": ("bbr3_stats", "bbr3_main"), f"{CA_PREFIX}2": ("bbr2_stats", "bbr2_main")}
 STATS_NAMES = ("startup", "drain", "probe_bw_down", "probe_bw_cruise", "probe_bw_refill", "probe_bw_up",
                "probe_rtt", "inflight_hi_cuts", "lower_bound_cuts", "probe_rtt_last_postponed_ms")  # fmt: skip
+#: dctcp.bpf.c's enum dctcp_stat, in order.
+DCTCP_STATS_NAMES = ("alpha_updates", "ssthresh_calls", "loss_reactions", "ce_state_changes", "reno_fallbacks",
+                     "max_ssthresh", "max_undo_cwnd", "max_alpha")  # fmt: skip
+STATS = {f"{CA_PREFIX}3": ("bbr3_stats", "bbr3_main", STATS_NAMES), f"{CA_PREFIX}2": ("bbr2_stats", "bbr2_main", STATS_NAMES),
+         f"{BPF_PREFIX}dctcp": ("dctcp_stats", "dctcp_ssthresh", DCTCP_STATS_NAMES)}  # fmt: skip
 
 
 def read_stats_map(map_name: str, program: str) -> list[int] | None:
