@@ -42,6 +42,8 @@ from cclab.engines.base import ENGINE_NAMES
 from cclab.errors import SpecError
 from cclab.progress import SweepProgressBar
 from cclab.spec import EngineName, Scenario, _one_line, _show, read_toml
+from cclab.spec.bpf_source import sources_beside
+from cclab.spec.scenario import paths_beside
 
 if TYPE_CHECKING:
     from cclab.executor import Executor
@@ -137,8 +139,14 @@ class Sweep(BaseModel):
         data = read_toml(path, what="sweep")
         base = data.get("base")
         if isinstance(base, str):
-            # A base path is relative to the sweep file, not to the working directory.
-            data = {**data, "base": read_toml(path.parent / base, what="base")}
+            # A base path is relative to the sweep file, not to the working directory, and so
+            # are the paths inside it (a trace, a C source) to the base file.
+            data = {**data, "base": paths_beside(read_toml(path.parent / base, what="base"), (path.parent / base).parent)}
+        elif isinstance(base, dict):
+            data = {**data, "base": paths_beside(base, path.parent)}
+        axes = data.get("axes")
+        if isinstance(axes, dict):
+            data = {**data, "axes": {axis: sources_beside(values, path.parent) for axis, values in axes.items()}}
         return cls.from_dict(data, name=path.stem)
 
     @property
@@ -192,6 +200,9 @@ def run_key(config: dict[str, Any], engine: str) -> str:
     if engine != "sim":
         # The simulator's stand-ins for timing noise: a kernel run has its own and never reads them.
         config = {key: value for key, value in config.items() if key not in SIM_NOISE_KEYS}
+    if any("bpf_source" in flow for flow in config.get("flows", [])):
+        # A C source counts by its content (sha256), not by where the folder is.
+        config = {**config, "flows": [{**f, "bpf_source": {**f["bpf_source"], "path": None}} if "bpf_source" in f else f for f in config["flows"]]}
     text = json.dumps({"engine": engine, "model": model, "config": config}, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 

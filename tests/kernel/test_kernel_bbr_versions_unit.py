@@ -8,7 +8,7 @@ import importlib
 
 import pytest
 
-from cclab.engines.kernel import bpf_cc
+from cclab.engines.kernel import bpf_cc, user_cc
 from cclab.engines.kernel.errors import KernelEngineError
 from kernelcase import make_config
 
@@ -130,9 +130,9 @@ def test_a_config_with_v1_at_another_gain_and_v3_needs_two_bpf_ccs(tmp_path):
     native = versions(["bbr"], tmp_path)
     config = make_config([{"cc": "bbr3", "probe_bw_gain": None}, {"cc": "bbr", "probe_bw_gain": 1.5},
                           {"cc": "bbr3", "probe_bw_gain": None}, {"cc": "cubic", "probe_bw_gain": None}])  # fmt: skip
-    assert bpf_cc.bpf_names(config, native) == ["cclab_bbr3", "cclab_bbr1500"]
+    assert user_cc.bpf_names(config, native) == ["cclab_bbr3", "cclab_bbr1500"]
     both = make_config([{"cc": "bbr2", "probe_bw_gain": None}, {"cc": "bbr3", "probe_bw_gain": None}])
-    assert bpf_cc.bpf_names(both, native) == ["cclab_bbr2", "cclab_bbr3"]
+    assert user_cc.bpf_names(both, native) == ["cclab_bbr2", "cclab_bbr3"]
 
 
 def test_a_cclab_name_of_no_known_source_is_refused():

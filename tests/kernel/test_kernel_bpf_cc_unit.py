@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from cclab.engines.kernel import bpf_cc
+from cclab.engines.kernel import bpf_cc, user_cc
 from kernelcase import make_config
 
 HZ_250_NO_TUNNELS = {"CONFIG_HZ": "250", "CONFIG_X86_L1_CACHE_SHIFT": "6"}
@@ -46,7 +46,7 @@ def test_a_config_needs_each_distinct_bpf_cc_once(monkeypatch):
     monkeypatch.delenv(bpf_cc.FORCE_PORT_ENV, raising=False)
     config = make_config([{"cc": "bbr", "probe_bw_gain": 1.5}, {"cc": "bbr", "probe_bw_gain": 1.5},
                           {"cc": "bbr", "probe_bw_gain": 1.25}, {"cc": "cubic", "probe_bw_gain": None}])  # fmt: skip
-    assert bpf_cc.bpf_names(config, MAINLINE) == ["cclab_bbr1500"]
+    assert user_cc.bpf_names(config, MAINLINE) == ["cclab_bbr1500"]
 
 
 def test_max_tcp_header_follows_the_kernel_config():

@@ -24,9 +24,18 @@ class SimEngine:
             raise EngineUnavailable(f"sim engine: the Rust extension is not built ({error}); run `make install`") from None
         return f"sim-{_sim.model_version()}"
 
+    def check(self, config: dict) -> None:
+        """Refuses, in one line, what the simulator cannot run (before anything is printed)."""
+        for flow in config["flows"]:
+            if "bpf_source" in flow:
+                # Issue 31's second half: the simulator's shim for BPF C sources is not built yet.
+                raise EngineUnavailable(f"flows[{flow['flow_id']}].cc: a congestion control from C source ({flow['cc']}) "
+                                        "runs on the kernel engine only; the simulator cannot load it yet")  # fmt: skip
+
     def run(self, scenario: Scenario, progress: RunProgress | None = None) -> RunResult:
         """Ctrl-C stops the simulation within a tenth of a second (KeyboardInterrupt)."""
         config = scenario.resolve()
+        self.check(config)
         try:
             from cclab import _sim
         except ImportError as error:

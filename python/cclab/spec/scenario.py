@@ -19,6 +19,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from cclab.errors import SpecError
 from cclab.spec.aqm import AqmName, AqmParams, check_params_apply, resolve_aqm
+from cclab.spec.bpf_source import BpfSource, is_source as is_bpf_source
+from cclab.spec.bpf_source import load as load_bpf_source
 from cclab.spec.fields import FieldError
 from cclab.spec.link import LinkChange, mean_rate_bps, read_trace_ms
 from cclab.units import FRAME_BYTES, MSS_BYTES, parse_bytes, parse_size
@@ -67,6 +69,7 @@ MAX_JITTER_US = 1_000_000
 # tcp_dctcp.c (RFC 8257) and "prague" L4STeam's tcp_prague.c (L4S, ECT(1) with Accurate ECN):
 # both negotiate ECN whatever the flow's `ecn` says.
 CongestionControl = Literal["reno", "cubic", "dctcp", "prague", "bbr", "bbr1", "bbr2", "bbr3"]
+CC_NAMES: tuple[str, ...] = CongestionControl.__args__
 CC_ALIASES = {"bbr1": "bbr"}
 # Congestion controls with Linux's TCP_CONG_NEEDS_ECN flag.
 NEEDS_ECN = ("dctcp", "prague")
@@ -195,7 +198,8 @@ class Bottleneck(_Strict):
 
 
 class Flow(_Strict):
-    cc: CongestionControl
+    # A built-in CC, or a BPF struct_ops source "FILE.bpf.c[:NAME]" (spec/bpf_source.py).
+    cc: str
     probe_bw_gain: float | None = Field(default=None, description="BBR only; default 1.25")
     count: int = Field(default=1, ge=1, le=MAX_FLOWS_PER_ENTRY)
     start_s: float = Field(default=0.0, ge=0)
@@ -207,10 +211,43 @@ class Flow(_Strict):
         description='the sender negotiates ECN: true for RFC 3168 (net.ipv4.tcp_ecn = 1), "accecn" for Accurate ECN (RFC 9768, tcp_ecn = 3)',
     )
 
+    _bpf_source: BpfSource | None = PrivateAttr(default=None)
+
     @property
     def cc_name(self) -> str:
-        """The CC's canonical name ("bbr1" is "bbr")."""
+        """The CC's canonical name ("bbr1" is "bbr"; a source's is "FILE.bpf.c:MAP")."""
+        if self._bpf_source is not None:
+            return self._bpf_source.label
         return CC_ALIASES.get(self.cc, self.cc)
+
+    @property
+    def bpf_source(self) -> BpfSource | None:
+        """The C source the CC is built from, if it names one."""
+        return self._bpf_source
+
+    @property
+    def needs_ecn(self) -> bool:
+        """TCP_CONG_NEEDS_ECN: the CC negotiates ECN whatever `ecn` says."""
+        return self.cc_name in NEEDS_ECN or (self._bpf_source is not None and self._bpf_source.map.needs_ecn)
+
+    @field_validator("cc")
+    @classmethod
+    def _built_in_or_source(cls, cc: str) -> str:
+        if cc in CC_NAMES or is_bpf_source(cc):
+            return cc
+        names = ", ".join(repr(name) for name in CC_NAMES)
+        raise ValueError(f'must be one of {names} or a BPF C source "FILE.bpf.c[:NAME]" (got {_show(cc)})')
+
+    @model_validator(mode="after")
+    def _load_source(self) -> Self:
+        # A relative path is relative to the working directory here; from_toml makes it
+        # relative to the spec file first.
+        if is_bpf_source(self.cc):
+            try:
+                self._bpf_source = load_bpf_source(self.cc, Path.cwd())
+            except ValueError as error:
+                raise FieldError(("cc",), str(error)) from None
+        return self
 
     @field_validator("probe_bw_gain")
     @classmethod
@@ -305,12 +342,9 @@ class Scenario(_Strict):
 
     @classmethod
     def from_toml(cls, path: str | PathLike[str]) -> Scenario:
-        """A scenario from a TOML file; a relative `bottleneck.trace` is read beside the file."""
+        """A scenario from a TOML file; a relative `bottleneck.trace` or C source is read beside the file."""
         data = read_toml(Path(path))
-        link = data.get("bottleneck")
-        if isinstance(link, dict) and isinstance(link.get("trace"), str) and not Path(link["trace"]).is_absolute():
-            link["trace"] = str(Path(path).parent / link["trace"])
-        return cls.from_dict(data)
+        return cls.from_dict(paths_beside(data, Path(path).parent))
 
     def resolve(self) -> dict[str, Any]:
         """The engine config of docs/ARCHITECTURE.md: plain integers, units in every key."""
@@ -329,8 +363,10 @@ class Scenario(_Strict):
                         "extra_rtt_ns": _ns(entry.extra_rtt_ms, 1e6),
                         "rwnd_bytes": parse_bytes(entry.rwnd) if entry.rwnd else None,
                         # A CC that needs ECN (TCP_CONG_NEEDS_ECN) negotiates it whatever tcp_ecn says.
-                        "ecn": bool(entry.ecn) or entry.cc_name in NEEDS_ECN,
+                        "ecn": bool(entry.ecn) or entry.needs_ecn,
                 }
+                if entry.bpf_source is not None:
+                    flow["bpf_source"] = entry.bpf_source.resolved()
                 # Accurate ECN, asked for or needed (Prague: TCP_CONG_NEEDS_ACCECN); only when
                 # used, so that other flows' configs (and their run keys) are unchanged.
                 if entry.ecn == "accecn" or entry.cc_name in NEEDS_ACCECN:
@@ -442,6 +478,19 @@ def _one_line(error: ValidationError) -> str:
     else:
         message = detail["msg"]
     return f"{_path(loc)}: {message}"
+
+
+def paths_beside(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """`data` with its relative file paths (a trace, a flow's C source) made relative to
+    `base_dir`, the folder of the file they were written in."""
+    link = data.get("bottleneck")
+    if isinstance(link, dict) and isinstance(link.get("trace"), str) and not Path(link["trace"]).is_absolute():
+        link["trace"] = str(base_dir / link["trace"])
+    flows = data.get("flows")
+    for flow in flows if isinstance(flows, list) else []:
+        if isinstance(flow, dict) and isinstance(flow.get("cc"), str) and is_bpf_source(flow["cc"]) and not Path(flow["cc"]).is_absolute():
+            flow["cc"] = str(base_dir / flow["cc"])
+    return data
 
 
 def load(spec: Scenario | Mapping[str, Any] | str | PathLike[str]) -> Scenario:

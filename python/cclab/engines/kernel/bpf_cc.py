@@ -62,8 +62,6 @@ PORT_SOURCES = {f"{CA_PREFIX}3": SOURCE_DIR / "bbr3.bpf.c", f"{CA_PREFIX}2": SOU
 PORT_DEFINES: dict[str, dict[str, int]] = {f"{CA_PREFIX}3": {}, f"{CA_PREFIX}2": {"CCLAB_BBR_V2ALPHA": 1}, f"{BPF_PREFIX}dctcp": {}}
 #: Spec cc -> the name the kernel registers it under (google/bbr's kernels for v2 and v3).
 NATIVE_NAMES = {"bbr3": "bbr", "bbr2": "bbr2", "dctcp": "dctcp"}
-#: Ports whose CC must also run on the receiving socket (its CE echo lives there).
-RECEIVER_SIDE_PORTS = frozenset({f"{BPF_PREFIX}dctcp"})
 #: Kernel functions only google/bbr's versions have: v3's tcp_bbr.c registers
 #: bbr_skb_marked_lost as a kfunc (so it is never inlined away); v2alpha's tcp_bbr2.c
 #: names its functions bbr2_*.
@@ -217,12 +215,6 @@ def source_bytes(source: Path) -> bytes:
     """The source and the headers beside it (bbr3/*.h), in a stable order, for the cache key."""
     headers = sorted(source.parent.rglob("*.h"))
     return b"".join(p.read_bytes() for p in [source, *headers])
-
-
-def bpf_names(config: dict, native: dict[str, str] | None = None) -> list[str]:
-    """The distinct BPF CCs a resolved config needs, in flow order."""
-    names = [kernel_cc_name(f["cc"], f.get("probe_bw_gain"), native) for f in config["flows"]]
-    return list(dict.fromkeys(n for n in names if is_bpf_name(n)))
 
 
 def find_bpftool() -> str | None:
@@ -389,6 +381,7 @@ class RunCcs:
     run_id: str
     registered: dict[str, int] = field(default_factory=dict)  # name -> struct_ops map id
     objects: dict[str, str] = field(default_factory=dict)  # name -> object file
+    about: dict[str, dict] = field(default_factory=dict)  # name -> its source, for provenance
     owner_pid: int = field(default_factory=os.getpid)
 
     @property
@@ -402,22 +395,31 @@ class RunCcs:
         tmp.write_text(json.dumps(record))
         tmp.replace(self.record_path)
 
-    def register(self, names: list[str], defines: dict[str, int]) -> None:
-        """Builds (or takes from the cache) and registers each CC in `names`."""
+    def register(self, names: list[str], defines: dict[str, int], prebuilt: dict[str, tuple[Path, dict]] | None = None) -> None:
+        """Builds (or takes from the cache) and registers each CC in `names`; `prebuilt`
+        gives the objects of users' sources (user_cc.prebuilt) and what to say of them."""
         bpftool = find_bpftool() or "bpftool"
         for name in names:
-            obj = build(name, defines)
+            if prebuilt and name in prebuilt:
+                obj, about = prebuilt[name]
+            else:
+                obj, about = build(name, defines), {"source": str(source_of(name)[0])}
             taken = [e for e in list_registered(bpftool) if e.get("name") == name]
             if taken:
                 raise KernelEngineError(f"{name} is already registered by a live process (bpftool struct_ops list)")
             self._write_record([*self.registered, name])  # before registering: a crash leaves it findable
-            out = _run([bpftool, "struct_ops", "register", str(obj)], f"registering {name}")
-            m = re.search(rf"\b{name} id (\d+)", out)
-            ids = [int(m.group(1))] if m else [int(e["id"]) for e in list_registered(bpftool) if e.get("name") == name]
-            if not ids:
+            before = {int(e["id"]) for e in list_registered(bpftool)}
+            _run([bpftool, "struct_ops", "register", str(obj)], f"registering {name}")
+            # Every map of the object is registered (a user's file may define several): all are
+            # the run's to unregister, the flow's and its siblings.
+            for entry in list_registered(bpftool):
+                if int(entry["id"]) not in before and is_bpf_name(entry.get("name", "")):
+                    self.registered[entry["name"]] = int(entry["id"])
+            if name not in self.registered:
                 raise KernelEngineError(f"registering {name}: bpftool reported no struct_ops map")
-            self.registered[name] = ids[0]
+            self._write_record(list(self.registered))
             self.objects[name] = str(obj)
+            self.about[name] = about
 
     def unregister_all(self) -> None:
         if os.getpid() != self.owner_pid:
@@ -430,7 +432,7 @@ class RunCcs:
 
     def describe(self) -> dict[str, dict]:
         """For provenance: each BPF CC's object file (its name holds the cache key)."""
-        return {name: {"object": obj, "source": str(source_of(name)[0])} for name, obj in self.objects.items()}
+        return {name: {"object": obj, **self.about.get(name, {})} for name, obj in self.objects.items()}
 
     def read_state_counts(self) -> dict[str, dict[str, int]]:
         """Per registered port with a stats array: for BBRv2/v3 the ACKs processed in each

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cclab.engines.kernel import aqm, assemble, bpf_cc, finite, link_changes, netem, probes, shaping, topology, traffic
+from cclab.engines.kernel import aqm, assemble, bpf_cc, finite, link_changes, netem, probes, shaping, topology, traffic, user_cc
 from cclab.engines.kernel.delayline import DelayLine, bottleneck_args, queues_for
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.netns import RunNamespaces, cleanup_stale, new_run_id, ns_run
@@ -139,9 +139,10 @@ def _run_locked(config: dict, progress: Callable[[dict], None] | None) -> dict:
     try:
         with _signals_raise():
             try:
-                needed = bpf_cc.bpf_names(config)
+                needed = user_cc.bpf_names(config)
                 if needed:
-                    ccs.register(needed, bpf_cc.kernel_defines(kernel_config()))
+                    defines = {} if all(user_cc.is_user_name(n) for n in needed) else bpf_cc.kernel_defines(kernel_config())
+                    ccs.register(needed, defines, user_cc.prebuilt(config))
                 result = _run(config, choice, aqm_choice, namespaces, workdir, started, progress)
                 if ccs.objects:
                     result["provenance"]["bpf_congestion_controls"] = ccs.describe()
@@ -228,7 +229,7 @@ def _run(  # noqa: PLR0915
 
     plans = [
         traffic.FlowPlan(
-            flow_id=f["flow_id"], index=i, cc=f["cc"], kernel_cc=bpf_cc.kernel_cc_name(f["cc"], f.get("probe_bw_gain")),
+            flow_id=f["flow_id"], index=i, cc=f["cc"], kernel_cc=user_cc.kernel_cc_of(f),
             start_s=f["start_ns"] / 1e9, sender_ns=topo.senders[i],
             ports=ports[i], seconds=None if f.get("size_bytes") else traffic.plan_seconds(duration_ns, f["start_ns"]),
             size_bytes=f.get("size_bytes"),
@@ -419,7 +420,11 @@ def cc_provenance(config: dict) -> dict:
     native = bpf_cc.host_native_versions()
     impl, detail = {}, {}
     for f in config["flows"]:
-        if f["cc"] in bpf_cc.NATIVE_NAMES or (f["cc"] == "bbr" and "bbr3" in native):
+        if "bpf_source" in f:
+            impl[f["cc"]] = "bpf-source"
+            detail[f["cc"]] = {"kernel_cc": user_cc.kernel_name(f["bpf_source"]), "why": f"built from {f['bpf_source']['path']}",
+                               "sha256": f["bpf_source"]["sha256"]}  # fmt: skip
+        elif f["cc"] in bpf_cc.NATIVE_NAMES or (f["cc"] == "bbr" and "bbr3" in native):
             kernel_cc = bpf_cc.kernel_cc_name(f["cc"], f.get("probe_bw_gain"))
             impl[f["cc"]] = bpf_cc.implementation(kernel_cc)
             how = native.get(f["cc"]) if impl[f["cc"]] == "native" else "not in this kernel"

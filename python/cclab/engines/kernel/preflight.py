@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 
-from cclab.engines.kernel import aqm, bpf_cc, netem
+from cclab.engines.kernel import aqm, bpf_cc, netem, user_cc
 from cclab.engines.kernel.delayline import find_binary
 from cclab.engines.kernel.kconfig import kernel_config, kernel_has
 from cclab.engines.kernel.errors import KernelEngineError, KernelPreflightError
 from cclab.engines.kernel.topology import MAX_FLOWS
+from cclab.spec.bpf_source import is_source as is_bpf_source
 
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 #: Envelope measured on 2 cores (shared/kernel-testbed-notes.md, bench/kernel_envelope.py):
@@ -81,7 +82,7 @@ def _preflight(config: dict) -> None:
     for f in flows:
         gain = f.get("probe_bw_gain")
         try:
-            kernel_cc = bpf_cc.kernel_cc_name(f["cc"], gain, native)
+            kernel_cc = user_cc.kernel_cc_of(f, native)
         except ValueError as error:
             raise KernelEngineError(f"flow {f['flow_id']}: {error} (the kernel engine builds BBR per 0.001 of gain)") from None
         if bpf_cc.is_bpf_name(kernel_cc):
@@ -157,6 +158,8 @@ def accecn_problem() -> str | None:
 
 def _why_bpf(cc: str, gain: float | None, native: dict[str, str]) -> str:
     """Why this flow needs a BPF congestion control, for the refusal line."""
+    if is_bpf_source(cc):
+        return f"cc {cc} is built from its C source as a BPF congestion control"
     if cc in bpf_cc.PORTS:
         return f"cc {cc} is not in this kernel and runs as a BPF port ({bpf_cc.PORTS[cc]})"
     if "bbr3" in native and gain in (None, KERNEL_BBR_PROBE_BW_GAIN):
