@@ -17,8 +17,8 @@ from pathlib import Path
 
 SOURCE_SUFFIX = ".bpf.c"
 #: SEC(".struct_ops") or SEC(".struct_ops.link"), then the map's definition.
-_MAP = re.compile(r'SEC\(\s*"\.struct_ops(?:\.link)?"\s*\)\s*struct\s+tcp_congestion_ops\s+(\w+)\s*=\s*\{(.*?)\}\s*;', re.DOTALL)
-_NAME = re.compile(r'\.name\s*=\s*"([^"]*)"')
+STRUCT_OPS_MAP = re.compile(r'SEC\(\s*"\.struct_ops(?:\.link)?"\s*\)\s*struct\s+tcp_congestion_ops\s+(\w+)\s*=\s*\{(.*?)\}\s*;', re.DOTALL)
+MAP_NAME = re.compile(r'\.name\s*=\s*"([^"]*)"')
 #: The kernel's TCP_CA_NAME_MAX (include/net/tcp.h) less the terminating NUL.
 MAX_NAME_CHARS = 15
 
@@ -82,9 +82,9 @@ def source_digest(path: Path) -> str:
 
 def parse_maps(text: str) -> tuple[StructOpsMap, ...]:
     maps = []
-    for match in _MAP.finditer(text):
+    for match in STRUCT_OPS_MAP.finditer(text):
         body = match.group(2)
-        name = _NAME.search(body)
+        name = MAP_NAME.search(body)
         if name is None:
             raise ValueError(f"the struct_ops map {match.group(1)} has no .name string literal")
         maps.append(StructOpsMap(match.group(1), name.group(1), "TCP_CONG_NEEDS_ECN" in body))

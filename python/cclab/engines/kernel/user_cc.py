@@ -26,7 +26,7 @@ import sysconfig
 from pathlib import Path
 
 from cclab.engines.kernel import bpf_cc
-from cclab.spec.bpf_source import _MAP, _NAME
+from cclab.spec.bpf_source import STRUCT_OPS_MAP, MAP_NAME
 
 USER_PREFIX = f"{bpf_cc.BPF_PREFIX}u"
 
@@ -73,11 +73,11 @@ def patched(text: str, sha256: str) -> str:
         nonlocal index
         name = f"{USER_PREFIX}{sha256[:7]}{index}"
         index += 1
-        body = _NAME.sub(f'.name = "{name}"', match.group(2), count=1)
+        body = MAP_NAME.sub(f'.name = "{name}"', match.group(2), count=1)
         # The map takes the same name: bpftool and cleanup_stale know a struct_ops by its map.
         return f'SEC(".struct_ops") struct tcp_congestion_ops {name} = {{{body}}};'
 
-    return _MAP.sub(rename, text)
+    return STRUCT_OPS_MAP.sub(rename, text)
 
 
 def _multiarch_include() -> list[str]:
