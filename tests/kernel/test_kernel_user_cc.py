@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-import cclab
 from cclab.engines.kernel import bpf_cc
 from cclab.engines.kernel import netns as kernel_netns
 from conftest import EXAMPLES, run_cli
@@ -28,36 +27,28 @@ OLD_STYLE = Path(__file__).parent / "data" / "old_style" / "halving.bpf.c"
 PAYLOAD_MBPS = 20 * 1448 / 1514
 
 
-def spec_for(cc: str) -> dict:
-    return {"duration_s": 3, "bottleneck": {"rate_mbps": 20, "rtt_ms": 20}, "flows": [{"cc": cc}]}
-
-
 def registered_cclab() -> list[str]:
     return [e["name"] for e in bpf_cc.list_registered() if bpf_cc.is_bpf_name(e.get("name", ""))]
 
 
-def test_a_users_source_runs_under_its_hash_and_nothing_stays_registered() -> None:
+def test_users_sources_in_both_styles_run_under_their_hashes_and_nothing_stays_registered() -> None:
+    # One run, two flows: the example in the vmlinux.h style, and the older style's file
+    # (structs in a header beside it) with two maps, of which the flow picks the first.
     source = EXAMPLES / "cc" / "reno_beta07.bpf.c"
-    result = run_spec_valid(spec_for(str(source)))
-    flow = result.flows.iloc[0]
-    assert flow["cc"] == "reno_beta07.bpf.c:reno_beta07"
-    assert 0.8 * PAYLOAD_MBPS < flow["goodput_mbps"] <= 1.02 * PAYLOAD_MBPS
-    detail = result.provenance["cc_implementation_detail"][flow["cc"]]
-    assert result.provenance["cc_implementation"] == {flow["cc"]: "bpf-source"}
-    assert detail["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()  # no header beside it
-    assert detail["kernel_cc"].startswith("cclab_u") and len(detail["kernel_cc"]) <= 15
-    assert list(result.provenance["bpf_congestion_controls"]) == [detail["kernel_cc"]]
-    assert registered_cclab() == []
-
-
-def test_the_older_style_with_its_headers_beside_the_file_builds_and_the_chosen_map_runs() -> None:
-    result = cclab.run(spec_for(f"{OLD_STYLE}:halving"), "kernel")
-    assert result.flows.iloc[0]["cc"] == "halving.bpf.c:halving"
-    # Both maps of the file are registered under cclab's names; the flow selects the first.
-    registered = result.provenance["bpf_congestion_controls"]
-    assert len(registered) == 1 and next(iter(registered)).endswith("0")
-    assert result.flows.iloc[0]["bytes_delivered"] > 0
-    assert registered_cclab() == []
+    spec = {"duration_s": 3, "bottleneck": {"rate_mbps": 20, "rtt_ms": 20}, "flows": [{"cc": str(source)}, {"cc": f"{OLD_STYLE}:halving"}]}
+    result = run_spec_valid(spec)
+    flows = result.flows.set_index("cc")
+    assert list(flows.index) == ["reno_beta07.bpf.c:reno_beta07", "halving.bpf.c:halving"]
+    assert (flows.bytes_delivered > 0).all()
+    assert 0.8 * PAYLOAD_MBPS < flows.goodput_mbps.sum() <= 1.02 * PAYLOAD_MBPS
+    provenance = result.provenance
+    assert provenance["cc_implementation"] == dict.fromkeys(flows.index, "bpf-source")
+    detail = provenance["cc_implementation_detail"]
+    assert detail["reno_beta07.bpf.c:reno_beta07"]["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()  # no header beside it
+    names = [detail[cc]["kernel_cc"] for cc in flows.index]
+    assert all(n.startswith("cclab_u") and len(n) <= 15 for n in names) and names[1].endswith("0")
+    assert list(provenance["bpf_congestion_controls"]) == names
+    assert registered_cclab() == []  # the old-style file's second map too
 
 
 def test_a_source_that_does_not_compile_fails_its_run_in_one_line_and_leaves_nothing(tmp_path: Path) -> None:
