@@ -70,6 +70,22 @@ pub struct Series {
     pub bytes_sent: Vec<u64>,
 }
 
+/// One queue of a dual-queue AQM (DualPI2): what it released, as the simulator's
+/// `DualQueueCounters` counts it (crates/cclab-sim/src/network.rs).
+#[derive(Default)]
+struct QueueCounters {
+    sojourn_ns: Vec<i64>,
+    ce_marks: u64,
+}
+
+impl QueueCounters {
+    fn report(&self) -> serde_json::Value {
+        let mut soj = self.sojourn_ns.clone();
+        soj.sort_unstable();
+        serde_json::json!({"packets": soj.len(), "ce_marks": self.ce_marks, "sojourn_ns": summary(&soj)})
+    }
+}
+
 /// A flow's 5-tuple: source and destination address, protocol, source and destination port.
 type FlowKey = ([u8; 4], [u8; 4], u8, u16, u16);
 
@@ -92,6 +108,8 @@ pub struct Bottleneck {
     flow_of: HashMap<FlowKey, usize>,
     pub flows: Vec<FlowCounters>,
     sojourn_ns: Vec<i64>,
+    /// DualPI2's L4S and classic queues (index 1 and 0), counted only under it.
+    dual_queues: Option<[QueueCounters; 2]>,
     lateness_ns: Vec<i64>,
     packets_in: u64,
     unparsed: u64,
@@ -137,6 +155,7 @@ impl Bottleneck {
             flow_of: HashMap::new(),
             flows: Vec::new(),
             sojourn_ns: Vec::new(),
+            dual_queues: (cfg.aqm.name() == "dualpi2").then(Default::default),
             lateness_ns: Vec::new(),
             packets_in: 0,
             unparsed: 0,
@@ -291,6 +310,11 @@ impl Bottleneck {
             self.ce_marks += 1;
             f.ce_marks += 1;
         }
+        if let Some(queues) = self.dual_queues.as_mut() {
+            let queue = &mut queues[pkt.meta.l4s_queue as usize];
+            queue.sojourn_ns.push(now_ns - arrival_ns);
+            queue.ce_marks += marked as u64;
+        }
         out.push(Verdict { id, verdict: NF_ACCEPT, payload: marked.then_some(bytes) });
     }
 
@@ -349,6 +373,7 @@ impl Bottleneck {
             "cpu_s": cpu_s,
             "flows": self.flows,
             "series": self.series,
+            "dual_queues": self.dual_queues.as_ref().map(|[classic, l4s]| serde_json::json!({"l4s": l4s.report(), "classic": classic.report()})),
         })
     }
 }
@@ -424,6 +449,28 @@ mod tests {
         assert_eq!(sent_at[9], 8_000_000);
         assert_eq!(*b.sojourn_ns.last().unwrap(), 8_000_000);
         assert_eq!(b.flows[0].bytes_sent, 10 * 1514);
+    }
+
+    #[test]
+    fn under_dualpi2_each_queue_counts_its_own_packets_sojourns_and_marks() {
+        let aqm = AqmConfig::DualPi2(cclab_aqm::dualpi2::DualPi2Config::default());
+        let cfg = BottleneckConfig { queue: 7, rate_bps: 100_000_000, burst_bytes: 2 * 1514, limit: QueueLimit::Packets(10), aqm, seed: 1, series_interval_ns: 1_000_000 };
+        let mut b = Bottleneck::new(cfg, 0);
+        let mut out = Vec::new();
+        // An ECT(1) packet (L4S) released 2 ms after arriving, and a not-ECT one (classic) 5 ms after.
+        for (id, tos, release_ns, l4s) in [(1, 0x01, 2_000_000, true), (2, 0x00, 5_000_000, false)] {
+            b.arrive(queued(id, segment(id as u16, tos, 100)), 0, &mut out);
+            let mut pkt = b.qdisc.dequeue(SimTime(0), &mut b.rng, &mut b.dropped).unwrap();
+            assert_eq!(pkt.meta.l4s_queue, l4s);
+            pkt.meta.ecn = if l4s { Ecn::Ce } else { pkt.meta.ecn }; // the step marks the L4S one
+            b.release(pkt, release_ns, &mut out);
+        }
+        let report = b.report(0.0)["dual_queues"].clone();
+        assert_eq!((report["l4s"]["packets"].as_u64(), report["l4s"]["ce_marks"].as_u64()), (Some(1), Some(1)));
+        assert_eq!((report["classic"]["packets"].as_u64(), report["classic"]["ce_marks"].as_u64()), (Some(1), Some(0)));
+        assert_eq!(report["l4s"]["sojourn_ns"]["p50"].as_i64(), Some(2_000_000));
+        assert_eq!(report["classic"]["sojourn_ns"]["p50"].as_i64(), Some(5_000_000));
+        assert!(fifo(100_000_000, QueueLimit::Packets(10)).report(0.0)["dual_queues"].is_null());
     }
 
     #[test]

@@ -336,9 +336,24 @@ def bottleneck(m: Measured, flows: list[dict], qs: dict) -> dict:
         "queue_p50_bytes": _pct(backlog, 50),
         "queue_p95_bytes": _pct(backlog, 95),
         "queue_max_bytes": max(backlog) if backlog else 0,
-        # Per-queue figures of a dual-queue AQM: not read on this engine yet.
-        **dict.fromkeys(window.DUAL_QUEUE_METRICS),
+        **dual_queue_figures(m.userspace_report),
     }
+
+
+def dual_queue_figures(report: dict | None) -> dict:
+    """DualPI2's L4S and classic queues apart, from the userspace bottleneck's count of each
+    (the simulator's DualQueueMetrics under the same names); null elsewhere, and for the
+    kernel's sch_dualpi2, whose xstats give no per-queue sojourns."""
+    queues = (report or {}).get("dual_queues")
+    if not queues:
+        return dict.fromkeys(window.DUAL_QUEUE_METRICS)
+    out = {}
+    for name in ("l4s", "classic"):
+        q, soj = queues[name], queues[name]["sojourn_ns"]
+        out[f"{name}_packets"], out[f"{name}_ce_marks"] = q["packets"], q["ce_marks"]
+        for stat in ("mean", "p50", "p99"):
+            out[f"{name}_sojourn_{stat}_ms"] = soj[stat] / 1e6 if soj["count"] else None
+    return out
 
 
 def delay_reasons(m: Measured) -> list[str]:

@@ -21,8 +21,9 @@ FLOW_METRICS = (
     "rtt_mean_ms", "rtt_p50_ms", "rtt_p95_ms", "rtt_max_ms", "ce_marks_received", "aqm_drop_segments",
     "rwnd_limited_ms",
 )  # fmt: skip
-#: Each queue of a dual-queue AQM (dualpi2) on its own; null for a single queue, and on this
-#: engine until its bottleneck reports them per queue.
+#: Each queue of a dual-queue AQM (dualpi2) on its own; null for a single queue. The userspace
+#: bottleneck counts them over the whole run only, so after a warm-up they are null in the
+#: window and kept as `whole_run_*`.
 DUAL_QUEUE_METRICS = (
     "l4s_sojourn_mean_ms", "l4s_sojourn_p50_ms", "l4s_sojourn_p99_ms", "classic_sojourn_mean_ms",
     "classic_sojourn_p50_ms", "classic_sojourn_p99_ms", "l4s_packets", "classic_packets", "l4s_ce_marks",
@@ -94,6 +95,7 @@ def bottleneck_window(
     """The bottleneck's result over [warmup_s, duration_s] from the queue samples after the
     warm-up (each covers the interval that ends at its time) and the bytes it sent then."""
     row = with_whole_run(whole, BOTTLENECK_METRICS)
+    row.update(dict.fromkeys(DUAL_QUEUE_METRICS))
     keep = [i for i, t in enumerate(qs["time_s"]) if t > warmup_s]
     span_s = duration_s - warmup_s
     backlog = [qs["queue_bytes"][i] for i in keep]
