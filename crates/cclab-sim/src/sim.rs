@@ -208,7 +208,7 @@ impl Simulation {
         let mut bottleneck = Bottleneck::new(rate, limit, FULL_FRAME_BYTES as u64, qdisc, qdisc_rng);
         // Forked last, so that jitter moves no other stream.
         let ack_jitter = AckJitter::kernel_like(root_rng.fork(ACK_JITTER_RNG_STREAM), config.jitter_ns);
-        // Forked after jitter's, for the same reason; none drawn at 0 (model 16's runs).
+        // Forked after jitter's, for the same reason; none drawn at 0 (a run without stalls).
         if config.stall_per_packet > 0.0 {
             bottleneck.set_stalls(BottleneckStalls::new(root_rng.fork(STALL_RNG_STREAM), config.stall_per_packet));
         }

@@ -113,7 +113,7 @@ fn a_40_ms_cubic_flow_leaves_slow_start_by_hystart_at_the_window_linux_leaves_it
     // Kernel engine, 2 CUBIC at 20 and 40 ms over 50 Mbit/s and 1 BDP, five runs: the
     // 40 ms flow left slow start with nothing lost, at 47-57 packets (first 50 ms sample
     // after the exit), because the 20 ms flow's queue raised its RTT past HyStart's
-    // delay threshold. With half its extra RTT before the bottleneck (model 10), its
+    // delay threshold. With half its extra RTT before the bottleneck (an earlier model), its
     // data met that queue 10 ms earlier and it left at 28, a round too soon.
     for seed in 1..=3 {
         let mut long = flow(1, "cubic");

@@ -22,7 +22,7 @@
 //! TcpInSegs), and switches to one per segment in the phases where CUBIC's
 //! window climbs past its previous peak. That is when receive-buffer
 //! autotuning (`tcp_rcv_space_adjust`: a new maximum of bytes copied per RTT)
-//! grows the window. With the window model (receive_window.rs, model 9 on) the
+//! grows the window. With the window model (receive_window.rs) the
 //! mechanism itself runs: while `tcp_grow_window` can still raise `rcv_ssthresh`
 //! (the clamp grew with the buffer), it sets `icsk_ack.quick`, and
 //! `__tcp_ack_snd_check` ACKs that segment at once; once `rcv_ssthresh` meets

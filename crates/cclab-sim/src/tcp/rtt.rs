@@ -18,7 +18,7 @@ pub const TS_TICK_NS: u64 = 1_000_000;
 /// the kernel's millisecond clock ticks wherever it was when a run began, so a run's
 /// events sit at a random offset from the tick edges, one for the whole run since every
 /// namespace reads the same clock. Phase 0 puts the edges at the simulation's whole
-/// milliseconds (the simulator before model 19, and the one without noise).
+/// milliseconds (the run without noise).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TsClock {
     pub phase: SimDuration,
