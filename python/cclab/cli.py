@@ -22,7 +22,7 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="cclab: a congestion-control lab (BBR, CUBIC, Reno) in a simulator or on the Linux kernel.",
+    help="cclab: a congestion-control lab (Reno, CUBIC, BBRv1-v3, DCTCP, Prague, your own BPF CC) in a simulator or on the Linux kernel.",
 )
 
 SpecArgument = Annotated[Path, typer.Argument(metavar="SPEC.toml", help="scenario spec (see docs/GUIDE.md)", show_default=False)]
