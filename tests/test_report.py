@@ -193,3 +193,13 @@ def test_the_run_report_shows_whole_run_copies_only_beside_a_warmup_and_no_metri
         # A tail-drop queue has no L4S queue: its per-queue metrics are null and not listed.
         assert result.bottleneck["l4s_sojourn_p99_ms"] is None and "l4s_sojourn_p99_ms" not in page
         assert "sojourn_p99_ms" in page
+
+
+def test_a_validate_folder_where_no_case_was_compared_still_gets_its_page(tmp_path: Path) -> None:
+    # Every kernel run of the set invalid (a busy host): comparison.csv has no columns.
+    from cclab.report.documents import render_document
+
+    (tmp_path / "summary.md").write_text("# validate: quick\n\nEvery case was left out: its kernel runs were invalid.\n")
+    pd.DataFrame([]).to_csv(tmp_path / "comparison.csv", index=False)
+    page = render_document(tmp_path, "validate")
+    assert "No case was compared." in page and "Every case was left out" in page

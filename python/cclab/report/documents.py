@@ -68,8 +68,14 @@ def render_document(folder: Path, kind: str) -> str:
     rest = [key for key in figures if key not in shown]
     if rest:
         page.section("Figures", "\n".join(figure_html(figures[key], anchor=anchor(key), caption=key) for key in rest))
-    if kind == "validate" and (folder / "comparison.csv").is_file():
-        page.section("Comparison (comparison.csv)", frame_table(pd.read_csv(folder / "comparison.csv"), sortable=True))
+    comparison = folder / "comparison.csv"
+    if kind == "validate" and comparison.is_file():
+        try:
+            table_html = frame_table(pd.read_csv(comparison), sortable=True)
+        except pd.errors.EmptyDataError:
+            # No case was compared (every kernel run of the set invalid): the summary says why.
+            table_html = "<p>No case was compared.</p>"
+        page.section("Comparison (comparison.csv)", table_html)
     return page.html()
 
 
