@@ -53,7 +53,7 @@ browser-deps:
 	@command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 test: install browser-deps
-	# The kernel engine's tests run real time and need a quiet machine: alone, one at a time,
+	# The kernel engine's tests (tests/kernel) run real time and need a quiet machine: alone, one at a time,
 	# and so do the tests that assert on wall-clock time. The rest are CPU-bound: one pytest
 	# worker per core, a file to a worker (module fixtures run once), with the Rust tests
 	# compiling and running beside them, which fills the cores the last files leave idle.
