@@ -121,9 +121,11 @@ def root_qdiscs() -> str:
 
 def cclab_struct_ops() -> list[str]:
     """cclab's BPF congestion controls registered now (taken under the run lock: another run
-    holds its own CCs only while it holds the lock)."""
+    holds its own CCs only while it holds the lock). A map TCP no longer offers does not count:
+    it is unregistered, and the kernel frees it once a dying namespace's last socket lets go."""
     from cclab.engines.kernel import bpf_cc
     from cclab.engines.kernel.runlock import exclusive_run
 
     with exclusive_run():
-        return [e["name"] for e in bpf_cc.list_registered() if bpf_cc.is_bpf_name(e.get("name", ""))]
+        offered = bpf_cc.available_ccs()
+        return [e["name"] for e in bpf_cc.list_registered() if bpf_cc.is_bpf_name(e.get("name", "")) and e["name"] in offered]

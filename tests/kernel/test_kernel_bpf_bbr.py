@@ -35,9 +35,12 @@ def bbr_flow(gain: float = 1.25) -> list[dict]:
 
 
 def registered_cclab() -> tuple[list[str], list[str]]:
-    listed = [e["name"] for e in bpf_cc.list_registered() if bpf_cc.is_bpf_name(e.get("name", ""))]
+    """cclab's struct_ops maps bpftool lists and TCP still offers, and cclab's CCs TCP offers.
+    (An unregistered map stays listed until the last socket of a dying namespace lets it go,
+    but no socket can select it any more.)"""
     with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as f:
         available = [n for n in f.read().split() if bpf_cc.is_bpf_name(n)]
+    listed = [e["name"] for e in bpf_cc.list_registered() if bpf_cc.is_bpf_name(e.get("name", "")) and e["name"] in available]
     return listed, available
 
 

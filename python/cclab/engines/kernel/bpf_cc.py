@@ -332,6 +332,14 @@ def build(name: str, defines: dict[str, int], cache: Path | None = None) -> Path
     return obj
 
 
+def available_ccs() -> set[str]:
+    """The congestion controls TCP offers now (net.ipv4.tcp_available_congestion_control)."""
+    try:
+        return set(AVAILABLE_CC.read_text().split())
+    except OSError:
+        return set()
+
+
 def list_registered(bpftool: str | None = None) -> list[dict]:
     """`bpftool struct_ops list` as [{"id", "name", "kernel_struct_ops"}]."""
     out = _run([bpftool or find_bpftool() or "bpftool", "-j", "struct_ops", "list"], "bpftool struct_ops list")
@@ -367,8 +375,11 @@ def cleanup_stale() -> list[str]:
             else:
                 path.unlink(missing_ok=True)
     removed = []
+    offered = available_ccs()
     for entry in list_registered():
-        if is_bpf_name(entry.get("name", "")) and entry["name"] not in live:
+        # Only what TCP still offers: a map already unregistered is freed by the kernel once
+        # the last socket using it is gone (unregistering it again fails with EINPROGRESS).
+        if is_bpf_name(entry.get("name", "")) and entry["name"] not in live and entry["name"] in offered:
             _unregister_id(int(entry["id"]))
             removed.append(entry["name"])
     return removed
@@ -404,7 +415,9 @@ class RunCcs:
                 obj, about = prebuilt[name]
             else:
                 obj, about = build(name, defines), {"source": str(source_of(name)[0])}
-            taken = [e for e in list_registered(bpftool) if e.get("name") == name]
+            # A map bpftool still lists but TCP no longer offers is being freed (unregistered,
+            # a dying namespace's socket still holding it): the name is free to register again.
+            taken = [e for e in list_registered(bpftool) if e.get("name") == name and name in available_ccs()]
             if taken:
                 raise KernelEngineError(f"{name} is already registered by a live process (bpftool struct_ops list)")
             self._write_record([*self.registered, name])  # before registering: a crash leaves it findable
