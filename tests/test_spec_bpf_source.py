@@ -14,7 +14,7 @@ from cclab.engines.kernel import user_cc
 from cclab.errors import SpecError
 from cclab.spec import Scenario
 from cclab.spec.bpf_source import parse_maps
-from cclab.sweep import run_key
+from cclab.sweep import Sweep, expand, run_key
 from conftest import EXAMPLES, run_cli
 
 pytestmark = pytest.mark.sim
@@ -63,10 +63,23 @@ def test_a_file_with_several_maps_needs_one_picked_by_variable_or_name() -> None
         resolved_flow(f"{TWO_MAPS}:cubic")
 
 
-def test_a_map_flagged_needs_ecn_negotiates_ecn() -> None:
-    text = SOURCE.read_text().replace('.name = "reno_beta07",', '.flags = TCP_CONG_NEEDS_ECN,\n\t.name = "reno_beta07",')
-    (maps,) = [parse_maps(text)]
-    assert maps[0].needs_ecn
+def test_a_map_flagged_needs_ecn_negotiates_ecn_whatever_the_flow_says(tmp_path: Path) -> None:
+    flagged = tmp_path / "ecn.bpf.c"
+    flagged.write_text(SOURCE.read_text().replace('.name = "reno_beta07",', '.flags = TCP_CONG_NEEDS_ECN,\n\t.name = "reno_beta07",'))
+    assert parse_maps(flagged.read_text())[0].needs_ecn
+    data = spec(str(flagged))
+    data["flows"][0]["ecn"] = False
+    assert Scenario.from_dict(data).resolve()["flows"][0]["ecn"] is True
+
+
+def test_a_sweep_reads_relative_sources_beside_its_file_in_the_base_and_in_an_axis(tmp_path: Path) -> None:
+    shutil.copy(SOURCE, tmp_path / "mine.bpf.c")
+    sweep_file = tmp_path / "grid.toml"
+    sweep_file.write_text('[base]\nduration_s = 2\n[base.bottleneck]\nrate_mbps = 20\nrtt_ms = 20\n'
+                          '[[base.flows]]\ncc = "mine.bpf.c"\n[[base.flows]]\ncc = "cubic"\n[axes]\n"flows.1.cc" = ["cubic", "mine.bpf.c"]\n')
+    runs = expand(Sweep.from_toml(sweep_file))
+    paths = [[f["bpf_source"]["path"] for f in run.scenario.resolve()["flows"] if "bpf_source" in f] for run in runs]
+    assert sorted(map(len, paths)) == [1, 2] and {p for ps in paths for p in ps} == {str(tmp_path / "mine.bpf.c")}
 
 
 def test_a_relative_source_is_read_beside_the_spec_file_and_check_prints_its_hash(tmp_path: Path) -> None:

@@ -83,9 +83,10 @@ def run(
             raise CclabError("--max-duration-s: only with --until-steady")
         scenario = load(spec)
         runner = get_engine(engine or scenario.engine)
+        config = scenario.resolve()
         if hasattr(runner, "check"):  # an engine's own refusals, before the run is announced
-            runner.check(scenario.resolve())
-        cost = budget.estimate(scenario.resolve(), runner.name)
+            runner.check(config)
+        cost = budget.estimate(config, runner.name)
         budget.check(cost, force=force)
         line = f"running {spec} on the {runner.name} engine"
         if cost.wall_s > SHOW_AFTER_S:

@@ -290,10 +290,14 @@ def _run(args: list[str], what: str) -> str:
     return out.stdout
 
 
-def vmlinux_header_dir(cache: Path, btf_digest: str | None = None) -> Path:
+def btf_digest() -> str:
+    """This kernel's BTF, hashed: vmlinux.h and every object are built against it."""
+    return hashlib.sha256(BTF_PATH.read_bytes()).hexdigest()[:16]
+
+
+def vmlinux_header_dir(cache: Path, digest: str | None = None) -> Path:
     """The folder of this kernel's vmlinux.h (bpftool's dump of its BTF), made once per BTF."""
-    btf_digest = btf_digest or hashlib.sha256(BTF_PATH.read_bytes()).hexdigest()[:16]
-    header_dir = cache / f"btf-{btf_digest}"
+    header_dir = cache / f"btf-{digest or btf_digest()}"
     header = header_dir / "vmlinux.h"
     if not header.exists():
         header_dir.mkdir(parents=True, exist_ok=True)
@@ -317,13 +321,13 @@ def build(name: str, defines: dict[str, int], cache: Path | None = None) -> Path
     cache = cache or cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     source, variant_defines = source_of(name)
-    btf_digest = hashlib.sha256(BTF_PATH.read_bytes()).hexdigest()[:16]
+    digest = btf_digest()
     all_defines = {**variant_defines, **defines}
-    key = object_key(source_bytes(source), name, platform.release(), btf_digest, all_defines)
+    key = object_key(source_bytes(source), name, platform.release(), digest, all_defines)
     obj = cache / f"{name}-{key}.o"
     if obj.exists():
         return obj
-    header_dir = vmlinux_header_dir(cache, btf_digest)
+    header_dir = vmlinux_header_dir(cache, digest)
     tmp_obj = obj.with_suffix(f".tmp{os.getpid()}")
     args = clang_args(header_dir)
     args += [f"-DCCLAB_CA_NAME={name}", *(f"-D{k}={v}" for k, v in sorted(all_defines.items()))]
@@ -417,11 +421,11 @@ class RunCcs:
                 obj, about = build(name, defines), {"source": str(source_of(name)[0])}
             # A map bpftool still lists but TCP no longer offers is being freed (unregistered,
             # a dying namespace's socket still holding it): the name is free to register again.
-            taken = [e for e in list_registered(bpftool) if e.get("name") == name and name in available_ccs()]
-            if taken:
+            listed = list_registered(bpftool)
+            if name in available_ccs() and any(e.get("name") == name for e in listed):
                 raise KernelEngineError(f"{name} is already registered by a live process (bpftool struct_ops list)")
             self._write_record([*self.registered, name])  # before registering: a crash leaves it findable
-            before = {int(e["id"]) for e in list_registered(bpftool)}
+            before = {int(e["id"]) for e in listed}
             _run([bpftool, "struct_ops", "register", str(obj)], f"registering {name}")
             # Every map of the object is registered (a user's file may define several): all are
             # the run's to unregister, the flow's and its siblings.

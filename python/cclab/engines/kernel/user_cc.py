@@ -18,7 +18,6 @@ for the older style's `<linux/types.h>`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import re
@@ -96,13 +95,13 @@ def build(bpf_source: dict, cache: Path | None = None) -> Path:
     except OSError as error:
         raise bpf_cc.KernelEngineError(f"cannot read {source}: {error}") from None
     text = patched(text, bpf_source["sha256"])
-    btf_digest = hashlib.sha256(bpf_cc.BTF_PATH.read_bytes()).hexdigest()[:16]
-    key = bpf_cc.object_key(text.encode(), bpf_source["sha256"], platform.release(), btf_digest, {})
+    digest = bpf_cc.btf_digest()
+    key = bpf_cc.object_key(text.encode(), bpf_source["sha256"], platform.release(), digest, {})
     stem = f"{USER_PREFIX}{bpf_source['sha256'][:7]}"
     obj = cache / f"{stem}-{key}.o"
     if obj.exists():
         return obj
-    header_dir = bpf_cc.vmlinux_header_dir(cache, btf_digest)
+    header_dir = bpf_cc.vmlinux_header_dir(cache, digest)
     copy = cache / f"{stem}-{key}-{source.name}"
     copy.write_text(text, encoding="utf-8")
     tmp_obj = obj.with_suffix(f".tmp{os.getpid()}")
