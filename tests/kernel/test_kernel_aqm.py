@@ -12,7 +12,7 @@ import pytest
 from cclab.engines.kernel import aqm
 from cclab.engines.kernel import netns as kernel_netns
 from cclab.spec.aqm import resolve_aqm
-from kernelcase import make_config, requires_kernel_engine, run_valid
+from kernelcase import assert_sound, make_config, requires_kernel_engine, run_valid
 
 pytestmark = requires_kernel_engine
 
@@ -56,8 +56,8 @@ def tbf_and_userspace_fifo() -> tuple[dict, dict]:
 
 def test_the_userspace_fifo_delivers_the_goodput_of_tbf_within_3_percent(tbf_and_userspace_fifo: tuple) -> None:
     tbf, userspace = tbf_and_userspace_fifo
-    assert tbf["validity"]["valid"], tbf["validity"]["reasons"]
-    assert userspace["validity"]["valid"], userspace["validity"]["reasons"]
+    assert_sound(tbf["validity"])
+    assert_sound(userspace["validity"])
     assert userspace["provenance"]["aqm"]["implementation"] == "cclab"
     assert tbf["provenance"]["aqm"]["implementation"] == "kernel"
     g_tbf, g_user = tbf["flows"][0]["goodput_mbps"], userspace["flows"][0]["goodput_mbps"]
@@ -88,7 +88,7 @@ def bufferbloat_fifo() -> dict:
 
 def test_a_ten_bdp_tail_drop_buffer_holds_cubics_packets_for_hundreds_of_ms(bufferbloat_fifo: dict) -> None:
     r = bufferbloat_fifo
-    assert r["validity"]["valid"], r["validity"]["reasons"]
+    assert_sound(r["validity"])
     # The full buffer drains in 200 ms; CUBIC keeps it mostly full.
     assert 100.0 <= r["bottleneck"]["sojourn_p50_ms"] <= 205.0
     assert r["flows"][0]["goodput_mbps"] > 0.9 * 100 * PAYLOAD_BYTES / FRAME_BYTES
@@ -99,7 +99,7 @@ def test_codel_keeps_the_median_sojourn_near_its_5_ms_target() -> None:
     config = make_config(rate_bps=BLOAT_RATE_BPS, rtt_ns=BLOAT_RTT_NS, queue_limit_bytes=BLOAT_BUFFER_BYTES,
                          duration_ns=5_000_000_000)  # fmt: skip
     r = run_valid(with_aqm(config, resolved("codel")))
-    assert r["validity"]["valid"], r["validity"]["reasons"]
+    assert_sound(r["validity"])
     bn = r["bottleneck"]
     assert bn["sojourn_p50_ms"] < 15.0, bn
     assert bn["aqm_drops"] > 0 and bn["ce_marks"] == 0  # a non-ECN flow is dropped, not marked
@@ -111,7 +111,7 @@ def test_an_ecn_cubic_flow_behind_codel_with_ecn_receives_ce_marks_instead_of_dr
     config = make_config([{"cc": "cubic", "ecn": True}], rate_bps=BLOAT_RATE_BPS, rtt_ns=BLOAT_RTT_NS,
                          queue_limit_bytes=BLOAT_BUFFER_BYTES, duration_ns=5_000_000_000)  # fmt: skip
     r = run_valid(with_aqm(config, resolved("codel", ecn=True)))
-    assert r["validity"]["valid"], r["validity"]["reasons"]
+    assert_sound(r["validity"])
     flow, bn = r["flows"][0], r["bottleneck"]
     assert flow["ecn"] is True
     assert bn["ce_marks"] > 0 and bn["aqm_drops"] == 0
@@ -161,7 +161,8 @@ def test_fq_codel_cures_the_bufferbloat_of_tail_drop_on_real_tcp_and_the_simulat
     # fq_codel settles within a second: 5 s is plenty (the FIFO fixture needs 10 s to fill 10 BDP).
     fq_seconds_ns = 5_000_000_000
     fq = run_valid(bufferbloat_config(resolved("fq_codel"), aqm.CCLAB, fq_seconds_ns))
-    assert fq["validity"]["valid"], fq["validity"]["reasons"]
+    assert_sound(fq["validity"])
+    assert_sound(bufferbloat_fifo["validity"])
     assert fq["provenance"]["aqm"] == {**fq["provenance"]["aqm"], "kind": "fq_codel", "implementation": "cclab"}
     # The contrast on real TCP: hundreds of ms behind tail drop, a few ms behind fq_codel.
     assert bufferbloat_fifo["bottleneck"]["sojourn_p50_ms"] >= 100.0
@@ -180,7 +181,7 @@ def test_dualpi2_holds_cubic_near_its_classic_target_in_the_userspace_bottleneck
     # This kernel has no sch_dualpi2, nor a sender of ECT(1): the classic queue on both engines.
     config = make_config(rate_bps=50_000_000, rtt_ns=20_000_000, queue_limit_bytes=500_000, duration_ns=5_000_000_000)
     r = run_valid(with_aqm(config, resolved("dualpi2"), aqm.CCLAB))
-    assert r["validity"]["valid"], r["validity"]["reasons"]
+    assert_sound(r["validity"])
     assert r["provenance"]["aqm"]["kind"] == "dualpi2" and r["provenance"]["aqm"]["implementation"] == "cclab"
     sim = simulated(with_aqm(config, resolved("dualpi2")))
     g_kernel, g_sim = r["flows"][0]["goodput_mbps"], sim["flows"][0]["goodput_mbps"]
@@ -195,7 +196,7 @@ def test_a_flow_without_ecn_does_not_negotiate_it_beside_one_that_does(tbf_and_u
     config = make_config([{"cc": "cubic", "ecn": True}, {"cc": "cubic", "ecn": False}], duration_ns=2_000_000_000)
     r = run_valid(config)
     assert [f["ecn"] for f in r["flows"]] == [True, False]
-    assert r["validity"]["valid"], r["validity"]["reasons"]
+    assert_sound(r["validity"])
 
 
 @pytest.mark.skipif(not aqm.qdisc_probe("fq_codel").available, reason="this kernel has no sch_fq_codel")
@@ -204,7 +205,7 @@ def test_the_kernels_fq_codel_under_tbf_keeps_the_queue_short_and_reports_its_co
                          queue_limit_bytes=BLOAT_BUFFER_BYTES, duration_ns=10_000_000_000)  # fmt: skip
     r = run_valid(with_aqm(config, resolved("fq_codel")))
     assert r["provenance"]["aqm"]["implementation"] == "kernel"
-    assert r["validity"]["valid"], r["validity"]["reasons"]
+    assert_sound(r["validity"])
     bn = r["bottleneck"]
     assert bn["ce_marks"] > 0  # fq_codel marks ECT packets by default
     assert r["flows"][0]["ce_marks_received"] == bn["ce_marks"]

@@ -14,7 +14,7 @@ import pytest
 from cclab.engines.kernel import bpf_cc
 from cclab.engines.kernel import netns as kernel_netns
 from kernelcase import BBR_PORT_SCENARIO as SCENARIO
-from kernelcase import assert_walks_v2_v3_states
+from kernelcase import assert_sound, assert_walks_v2_v3_states
 from kernelcase import cclab_struct_ops, make_config, requires_kernel_engine, root_qdiscs, run_valid
 
 pytestmark = [
@@ -60,7 +60,7 @@ def test_the_port_runs_in_place_of_the_missing_native_version(clean_run):
 
 def test_one_flow_fills_a_one_bdp_link(clean_run):
     _, result, _, _ = clean_run
-    assert result["validity"]["valid"], result["validity"]["reasons"]
+    assert_sound(result["validity"])
     # BBR keeps the pipe full: at least 80% of the bottleneck in 12 s, STARTUP and the
     # PROBE_RTTs (0.5 BDP for 200 ms) included.
     assert result["bottleneck"]["utilization"] >= 0.8
@@ -87,7 +87,8 @@ def test_nothing_of_the_run_is_left_behind(clean_run):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_port_backs_off_at_5_percent_random_loss_where_bbr1_does_not(version: str, lossy_bbr1: dict):
     lossy = run_valid(make_config(flows(version), **LOSSY))
-    assert lossy["validity"]["valid"] and lossy_bbr1["validity"]["valid"], (lossy["validity"], lossy_bbr1["validity"])
+    assert_sound(lossy["validity"])
+    assert_sound(lossy_bbr1["validity"])
     # v1 ignores random loss (its policer detector needs 20%); v2 and v3 cut bw_lo and
     # inflight_lo to 0.7x in each lossy round outside probing and end each probe once loss
     # passes 2% (tcp_bbr2.c; google/bbr v3 tcp_bbr.c).

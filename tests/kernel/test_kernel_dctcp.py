@@ -10,7 +10,7 @@ import pytest
 
 import cclab
 from cclab.engines.kernel import bpf_cc
-from kernelcase import requires_kernel_engine, run_spec_valid
+from kernelcase import assert_sound, requires_kernel_engine, run_spec_valid
 
 pytestmark = [
     requires_kernel_engine,
@@ -38,7 +38,7 @@ def behind_the_step() -> tuple[cclab.RunResult, cclab.RunResult]:
 
 def test_the_kernels_own_dctcp_runs_where_it_has_one_else_the_bpf_port(behind_the_step) -> None:
     kernel, _ = behind_the_step
-    assert kernel.validity["valid"], kernel.validity["reasons"]
+    assert_sound(kernel.validity)
     native = "dctcp" in bpf_cc.host_native_versions()
     provenance = kernel.provenance
     assert provenance["cc_implementation"] == {"dctcp": "native" if native else "bpf-port"}
@@ -52,6 +52,7 @@ def test_dctcp_keeps_the_link_full_while_many_of_its_packets_are_marked_on_both_
     # 6% marked). CUBIC with ECN takes one mark per cycle (0.4% of its packets here). A DCTCP
     # whose receiver echoed CE the RFC 3168 way (ECE until CWR) would see every packet of a
     # marked window as marked and halve each window: far from full at that marking rate.
+    assert_sound(behind_the_step[0].validity)
     for result in behind_the_step:
         engine, bottleneck, flow = result.provenance["engine"], result.bottleneck, result.flows.iloc[0]
         assert bottleneck["utilization"] >= 0.95, (engine, bottleneck["utilization"])
@@ -59,8 +60,11 @@ def test_dctcp_keeps_the_link_full_while_many_of_its_packets_are_marked_on_both_
         assert bottleneck["ce_marks"] >= 0.02 * flow["data_segments_sent"], (engine, bottleneck["ce_marks"], flow["data_segments_sent"])
         assert 0.3 * STEP_MS <= bottleneck["sojourn_p50_ms"] <= 1.5 * STEP_MS, (engine, bottleneck["sojourn_p50_ms"])
     kernel, sim = behind_the_step
-    # Every mark the bottleneck made reached the receiver.
-    assert kernel.flows.iloc[0]["ce_marks_received"] == kernel.bottleneck["ce_marks"]
+    # Every mark the bottleneck made reached the receiver, but for those on their way when the
+    # counters were read (at the warm-up's end and the run's): at most the packets of the
+    # 10 ms from link to receiver.
+    on_their_way = 50e6 * 0.010 / 8 / 1514
+    assert abs(kernel.bottleneck["ce_marks"] - kernel.flows.iloc[0]["ce_marks_received"]) <= on_their_way
     g_kernel, g_sim = kernel.flows.iloc[0]["goodput_mbps"], sim.flows.iloc[0]["goodput_mbps"]
     assert abs(g_sim - g_kernel) <= 0.10 * g_kernel, (g_kernel, g_sim)
 
@@ -69,7 +73,7 @@ def test_dctcp_behind_the_userspace_dualpi2_agrees_with_the_simulator_within_10_
     # DCTCP sends ECT(0): DualPI2 classifies it as classic and marks it with p_C = (p')^2;
     # the PI controller then holds the classic queue near its 15 ms target on both engines.
     kernel, sim = run_spec_valid(DUALPI2_SPEC), cclab.run(DUALPI2_SPEC, "sim")
-    assert kernel.validity["valid"], kernel.validity["reasons"]
+    assert_sound(kernel.validity)
     assert kernel.provenance["aqm"]["kind"] == "dualpi2"
     g_kernel, g_sim = kernel.flows.iloc[0]["goodput_mbps"], sim.flows.iloc[0]["goodput_mbps"]
     assert abs(g_sim - g_kernel) <= 0.10 * g_kernel, (g_kernel, g_sim)

@@ -10,7 +10,7 @@ import pytest
 from cclab.engines.kernel import run
 from cclab.engines.kernel.finite import IPERF3_COOKIE_BYTES, TCP_ACK, TCP_SYN, is_syn_from, seq_at_or_after, tcp_segment
 from cclab.engines.kernel.traffic import block_bytes
-from kernelcase import make_config, requires_kernel_engine, run_valid
+from kernelcase import assert_sound, make_config, requires_kernel_engine, run_valid
 
 FRAME_BYTES = 1514
 PAYLOAD_BYTES = 1448
@@ -43,7 +43,7 @@ def test_a_5_mb_cubic_flow_delivers_every_byte_and_completes(one_flow_result: di
     flow = one_flow_result["flows"][0]
     assert flow["completed"] is True
     assert flow["bytes_delivered"] == 5_000_000
-    assert one_flow_result["validity"]["valid"], one_flow_result["validity"]["reasons"]
+    assert_sound(one_flow_result["validity"])
 
 
 @requires_kernel_engine
@@ -89,7 +89,7 @@ def test_a_flow_too_big_for_the_run_is_stopped_at_its_end_and_counts_only_bytes_
     assert 0.5 * ceiling_bytes < flow["bytes_delivered"] <= ceiling_bytes
     assert flow["end_s"] == pytest.approx(duration_s)
     # Stopping the client at the end is the plan, not a failure.
-    assert result["validity"]["valid"], result["validity"]["reasons"]
+    assert_sound(result["validity"])
 
 
 def test_iperf3_blocks_divide_the_flow_size_so_the_client_sends_exactly_it() -> None:

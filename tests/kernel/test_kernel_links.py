@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cclab
-from kernelcase import requires_kernel_engine, run_spec_valid
+from kernelcase import assert_sound, requires_kernel_engine, run_spec_valid
 
 pytestmark = requires_kernel_engine
 TRACE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "step_20_4_20mbit.trace"
@@ -48,7 +48,7 @@ def scheduled() -> cclab.RunResult:
 
 
 def test_a_scheduled_rate_change_reaches_tbf_within_a_few_ms_and_the_flow_follows_it(scheduled: cclab.RunResult) -> None:
-    assert scheduled.validity["valid"], scheduled.validity["reasons"]
+    assert_sound(scheduled.validity)
     assert mean_throughput(scheduled, 1, 3) > 0.9 * 50 * CEILING
     # The slope, not the plain mean: one CI run's plain mean was 9.84 Mbit/s, 3% over the
     # ceiling, from ACKs bunched across the window's edge (see delivery_slope).
@@ -79,7 +79,7 @@ def test_random_loss_begins_at_its_time_and_is_counted(scheduled: cclab.RunResul
 def test_a_trace_replays_in_the_userspace_bottleneck_as_in_the_simulator() -> None:
     spec = {"duration_s": 20, "bottleneck": {"trace": str(TRACE), "rtt_ms": 40, "buffer": "1bdp"}, "flows": [{"cc": "cubic"}]}
     kernel, sim = run_spec_valid(spec), cclab.run(spec, "sim")
-    assert kernel.validity["valid"], kernel.validity["reasons"]
+    assert_sound(kernel.validity)
     assert kernel.provenance["aqm"]["implementation"] == "cclab"
     assert kernel.provenance["link_changes"]["trace"].startswith("userspace bottleneck")
     # The trace: 20 Mbit/s for 10 s, then 4 (1448 B of payload per 1500-byte opportunity).

@@ -15,7 +15,7 @@ import pytest
 from cclab.engines.kernel import bpf_cc
 from cclab.engines.kernel import netns as kernel_netns
 from conftest import EXAMPLES, run_cli
-from kernelcase import requires_kernel_engine, run_spec_valid
+from kernelcase import assert_sound, requires_kernel_engine, run_spec_valid
 
 pytestmark = [
     requires_kernel_engine,
@@ -39,6 +39,7 @@ def test_users_sources_in_both_styles_run_under_their_hashes_and_nothing_stays_r
     source = EXAMPLES / "cc" / "reno_beta07.bpf.c"
     spec = {"duration_s": 3, "bottleneck": {"rate_mbps": 20, "rtt_ms": 20}, "flows": [{"cc": str(source)}, {"cc": f"{OLD_STYLE}:halving"}]}
     result = run_spec_valid(spec)
+    assert_sound(result.validity)
     flows = result.flows.set_index("cc")
     assert list(flows.index) == ["reno_beta07.bpf.c:reno_beta07", "halving.bpf.c:halving"]
     assert (flows.bytes_delivered > 0).all()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcase import make_config, requires_kernel_engine, run_valid
+from kernelcase import assert_sound, make_config, requires_kernel_engine, run_valid
 
 pytestmark = requires_kernel_engine
 
@@ -18,7 +18,7 @@ def warm() -> dict:
 
 
 def test_kernel_metrics_cover_the_window_after_the_warmup_and_keep_the_whole_run(warm: dict) -> None:
-    assert warm["validity"]["valid"], warm["validity"]["reasons"]
+    assert_sound(warm["validity"])
     for flow in warm["flows"]:
         assert 0 < flow["bytes_delivered"] < flow["whole_run_bytes_delivered"]
         # Goodput over the part of the flow's active interval after the 2 s warm-up.

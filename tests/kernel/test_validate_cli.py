@@ -6,10 +6,12 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
+
 from cclab.results import RunResult
 from cclab.store import finished_runs
 from conftest import run_cli
-from kernelcase import requires_kernel_engine
+from kernelcase import host_timing_only, requires_kernel_engine
 
 pytestmark = requires_kernel_engine
 
@@ -30,6 +32,12 @@ def test_validate_runs_both_engines_reports_every_case_and_reuses_finished_runs(
     compared = {row["case"] for row in rows}
     left_out = summary.count("kernel run invalid")
     assert len(compared) + left_out == 3
+    if not compared:
+        # validate compares valid kernel runs only; a host that made all three late leaves
+        # nothing to judge the report or the reuse by (kernelcase.assert_sound).
+        late = [RunResult.read(path).validity["reasons"] for path in runs.values() if RunResult.read(path).provenance["engine"] == "kernel"]
+        assert all(host_timing_only(reasons) for reasons in late), late
+        pytest.skip(f"host timing cannot judge this run (every kernel run late: {late[0][0]})")
     for row in rows:
         # Goodput is bounded by the link: 20 Mbit/s, less headers.
         assert 0 < float(row["sim_goodput_mbps"]) <= 20 and 0 < float(row["kernel_goodput_mbps"]) <= 20
