@@ -4,6 +4,7 @@ copy the kernel engine compiles renames every map to cclab's name."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from cclab.engines.kernel import user_cc
 from cclab.errors import SpecError
+from cclab.results import RunResult
 from cclab.spec import Scenario
 from cclab.spec.bpf_source import parse_maps
 from cclab.sweep import Sweep, expand, run_key
@@ -110,13 +112,16 @@ def test_a_bad_cc_is_one_line_with_exit_2_and_writes_nothing(tmp_path: Path, cc:
     assert not (tmp_path / "out").exists()
 
 
-def test_the_simulator_refuses_a_source_in_one_line_before_announcing_the_run(tmp_path: Path) -> None:
+def test_the_simulator_runs_a_source_from_the_cli_and_records_how(tmp_path: Path) -> None:
     spec_file = tmp_path / "mine.toml"
     spec_file.write_text(f'duration_s = 2\n[bottleneck]\nrate_mbps = 20\nrtt_ms = 20\n[[flows]]\ncc = "{SOURCE}"\n')
     done = run_cli("run", spec_file, "--engine", "sim", "--out", tmp_path / "out")
-    assert done.returncode == 2
-    assert done.stderr == "error: flows[0].cc: a congestion control from C source (reno_beta07.bpf.c:reno_beta07) runs on the kernel engine only; the simulator cannot load it yet\n"
-    assert not (tmp_path / "out").exists()
+    assert done.returncode == 0, done.stderr
+    result = RunResult.read(tmp_path / "out")
+    assert list(result.flows.cc) == ["reno_beta07.bpf.c:reno_beta07"]
+    assert result.flows.iloc[0]["bytes_delivered"] > 0
+    detail = result.provenance["cc_implementation_detail"]["reno_beta07.bpf.c:reno_beta07"]
+    assert detail["sha256"] == hashlib.sha256(SOURCE.read_bytes()).hexdigest()  # no header beside it
 
 
 def test_the_compiled_copy_names_every_map_for_cclab_and_registers_it_as_a_map() -> None:

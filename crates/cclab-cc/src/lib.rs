@@ -8,7 +8,8 @@
 //! generator seeded by the simulator.
 //!
 //! One file per algorithm: [`reno`], [`cubic`], [`dctcp`], [`prague`], [`bbr`] (BBRv1) and
-//! [`bbr3`] (BBRv3 and BBRv2alpha), one file per BBR state or mechanism.
+//! [`bbr3`] (BBRv3 and BBRv2alpha), one file per BBR state or mechanism; [`native`] runs a
+//! user's BPF struct_ops source, built natively.
 //! [`AnyCc`] is the single dispatch enum.
 
 pub mod bbr;
@@ -16,6 +17,7 @@ pub mod bbr3;
 pub mod cubic;
 pub mod dctcp;
 pub mod hystart;
+pub mod native;
 pub mod prague;
 pub mod reno;
 pub mod rng;
@@ -317,6 +319,8 @@ pub enum CcConfig {
     Bbr2(bbr3::Bbr3Config),
     /// BBRv3 as google/bbr branch v3 `tcp_bbr.c` has it.
     Bbr3(bbr3::Bbr3Config),
+    /// A user's BPF struct_ops source, built natively (native.rs).
+    Native(native::NativeCcConfig),
 }
 
 impl CcConfig {
@@ -330,6 +334,7 @@ impl CcConfig {
             CcConfig::Bbr(cfg) => AnyCc::Bbr(Box::new(bbr::Bbr::new(cfg.clone(), seed))),
             CcConfig::Bbr2(cfg) => AnyCc::Bbr3(Box::new(bbr3::Bbr3::new(bbr3::Params::V2ALPHA, cfg.clone(), seed))),
             CcConfig::Bbr3(cfg) => AnyCc::Bbr3(Box::new(bbr3::Bbr3::new(bbr3::Params::V3, cfg.clone(), seed))),
+            CcConfig::Native(cfg) => AnyCc::Native(Box::new(native::NativeCc::new(cfg, seed))),
         }
     }
 }
@@ -343,6 +348,8 @@ pub enum AnyCc {
     Bbr(Box<bbr::Bbr>),
     /// BBRv2 or BBRv3: one implementation, the version in its parameters.
     Bbr3(Box<bbr3::Bbr3>),
+    /// A user's BPF source (its hooks run through the library's bridge).
+    Native(Box<native::NativeCc>),
 }
 
 macro_rules! dispatch {
@@ -354,6 +361,7 @@ macro_rules! dispatch {
             AnyCc::Prague($cc) => $body,
             AnyCc::Bbr($cc) => $body,
             AnyCc::Bbr3($cc) => $body,
+            AnyCc::Native($cc) => $body,
         }
     };
 }

@@ -1,6 +1,7 @@
 //! The resolved scenario the simulator consumes (see docs/ARCHITECTURE.md).
 //! Python validates the user's spec and resolves every unit into these integers.
 
+use cclab_cc::native::{NativeCcConfig, NativeLibrary};
 use cclab_cc::{bbr::BbrConfig, bbr3::Bbr3Config, cubic::CubicConfig, CcConfig};
 use cclab_aqm::AqmConfig;
 use serde::Deserialize;
@@ -102,15 +103,23 @@ pub struct FlowConfig {
     /// Negotiate Accurate ECN (RFC 9768, net.ipv4.tcp_ecn=3 at both ends) instead.
     #[serde(default)]
     pub accecn: bool,
+    /// A user's BPF source built natively (python/cclab/engines/native_cc.py): the library's
+    /// path; `cc` is then the source's label.
+    #[serde(default)]
+    pub native_cc: Option<String>,
 }
 
 impl FlowConfig {
     /// A bulk flow (no size limit) of `cc` starting at time zero on the base RTT.
     pub fn bulk(flow_id: u32, cc: &str) -> Self {
-        FlowConfig { flow_id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None, ecn: false, accecn: false }
+        FlowConfig { flow_id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None, ecn: false, accecn: false, native_cc: None }
     }
 
     pub fn cc_config(&self) -> Result<CcConfig, String> {
+        if let Some(path) = &self.native_cc {
+            let library = NativeLibrary::open(path).map_err(|e| format!("flows[{}].cc: {e}", self.flow_id))?;
+            return Ok(CcConfig::Native(NativeCcConfig { library }));
+        }
         match self.cc.as_str() {
             "reno" => Ok(CcConfig::Reno),
             "cubic" => Ok(CcConfig::Cubic(CubicConfig::default())),

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 from cclab.errors import EngineError, EngineUnavailable
@@ -25,29 +28,43 @@ class SimEngine:
         return f"sim-{_sim.model_version()}"
 
     def check(self, config: dict) -> None:
-        """Refuses, in one line, what the simulator cannot run (before anything is printed)."""
+        """Refuses, in one line, what the simulator cannot run (before anything is printed):
+        a user's C source it cannot build names the flow, the file and the line."""
+        self._native_libraries(config)
+
+    @staticmethod
+    def _native_libraries(config: dict) -> dict[int, str]:
+        """The built library of each flow whose CC is a user's C source, by flow id."""
+        from cclab.engines import native_cc
+
+        libraries = {}
         for flow in config["flows"]:
             if "bpf_source" in flow:
-                # Issue 31's second half: the simulator's shim for BPF C sources is not built yet.
-                raise EngineUnavailable(f"flows[{flow['flow_id']}].cc: a congestion control from C source ({flow['cc']}) "
-                                        "runs on the kernel engine only; the simulator cannot load it yet")  # fmt: skip
+                try:
+                    libraries[flow["flow_id"]] = str(native_cc.build(flow["bpf_source"]))
+                except native_cc.NativeBuildError as error:
+                    raise native_cc.NativeBuildError(f"flows[{flow['flow_id']}].cc: {error.line}") from None
+        return libraries
 
     def run(self, scenario: Scenario, progress: RunProgress | None = None) -> RunResult:
         """Ctrl-C stops the simulation within a tenth of a second (KeyboardInterrupt)."""
         config = scenario.resolve()
-        self.check(config)
+        libraries = self._native_libraries(config)
         try:
             from cclab import _sim
         except ImportError as error:
             raise EngineUnavailable(f"sim engine: the Rust extension is not built ({error}); run `make install`") from None
         if not hasattr(_sim, "run_json"):
             raise EngineUnavailable("sim engine: cclab._sim has no run_json; rebuild it with `make install`")
-        try:
-            total_s = config["duration_ns"] / 1e9
-            observer = None if progress is None else (lambda now_ns, _events: progress(now_ns / 1e9, total_s))
-            output = _sim.run_json(json.dumps(config), observer)
-        except (ValueError, RuntimeError) as error:
-            raise EngineError(f"sim engine: {error}") from None
+        if libraries:
+            output = _run_with_native(config, libraries)
+        else:
+            try:
+                total_s = config["duration_ns"] / 1e9
+                observer = None if progress is None else (lambda now_ns, _events: progress(now_ns / 1e9, total_s))
+                output = _sim.run_json(json.dumps(config), observer)
+            except (ValueError, RuntimeError) as error:
+                raise EngineError(f"sim engine: {error}") from None
         try:
             result = json.loads(output)
         except json.JSONDecodeError as error:
@@ -64,9 +81,43 @@ class SimEngine:
             if config.get("receive_window_autotuning", True)
             else "none: the receiver never limits its sender"
         )
+        if libraries:
+            result["provenance"] = {**result.get("provenance", {}), **_native_provenance(config, libraries)}
         result["provenance"] = {
             **result.get("provenance", {}),
             "jitter": {"ack_mean_ns": jitter_ns, "stall_per_packet": stall_per_packet, "model": model},
             "receive_window": window,
         }
         return RunResult.from_engine_output(result, spec=config, engine=self.name)
+
+
+def _run_with_native(config: dict, libraries: dict[int, str]) -> str:
+    """The simulation in a child process (engines/sim_child.py): a user's library that
+    crashes ends that process, and this run fails in one line; the caller goes on."""
+    flows = [{**{k: v for k, v in f.items() if k != "bpf_source"}, "native_cc": libraries[f["flow_id"]]} if f["flow_id"] in libraries else f
+             for f in config["flows"]]  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "cclab.engines.sim_child"], input=json.dumps({**config, "flows": flows}),
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode == 0:
+        return done.stdout
+    sources = sorted({f["cc"] for f in config["flows"] if f["flow_id"] in libraries})
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        raise EngineError(f"sim engine: the congestion control {', '.join(sources)} crashed the simulator ({name}); this run failed, nothing else")
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    raise EngineError(f"sim engine: {lines[-1] if lines else f'exit status {done.returncode}'}")
+
+
+def _native_provenance(config: dict, libraries: dict[int, str]) -> dict:
+    """What ran for each user's source: built natively with the shim (its hash), as
+    cc_implementation says on the kernel engine."""
+    from cclab.engines import native_cc
+
+    shim = native_cc.shim_digest()
+    detail = {}
+    for flow in config["flows"]:
+        if flow["flow_id"] in libraries:
+            source = flow["bpf_source"]
+            detail[flow["cc"]] = {"source": source["path"], "sha256": source["sha256"], "struct_ops": source["struct_ops"],
+                                  "library": libraries[flow["flow_id"]], "shim_sha256": shim}  # fmt: skip
+    return {"cc_implementation": dict.fromkeys(detail, "bpf-source-native"), "cc_implementation_detail": detail}

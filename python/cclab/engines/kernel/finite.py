@@ -87,6 +87,7 @@ class Receiver:
         plan_path.write_text(json.dumps({"flows": flows}))
         self.log_path = workdir / "receiver.log"
         self.cpu_s: float | None = None  # the receiver's CPU time, once stopped
+        self.ended = "running"  # how it ended, for an error line
         with open(self.log_path, "w") as log:  # the child keeps its own copy
             self.proc = subprocess.Popen(
                 ["ip", "netns", "exec", receiver_ns, sys.executable, str(RECEIVER_SCRIPT),
@@ -103,13 +104,16 @@ class Receiver:
     def stop(self) -> dict[int, dict]:
         """Ends the receiver (it reports what it has) and returns its record per flow id;
         an empty dict if it wrote none."""
+        self.ended = "exited by itself"
         if self.proc.poll() is None:
             self.proc.terminate()  # `ip netns exec` execs the script: same pid
+            self.ended = "ended by SIGTERM"
         try:
             self.proc.wait(timeout=RECEIVER_STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=5)
+            self.ended = f"killed, {RECEIVER_STOP_TIMEOUT_S:g} s after SIGTERM"
         with contextlib.suppress(OSError):
             self.proc.stdin.close()
         try:
@@ -120,9 +124,11 @@ class Receiver:
         return {int(f["flow_id"]): f for f in report["flows"]}
 
     def log_tail(self) -> str:
+        """How it ended (its exit status) and the end of its log, for an error line."""
+        tail = ""
         with contextlib.suppress(OSError):
-            return self.log_path.read_text()[-300:].strip()
-        return ""
+            tail = self.log_path.read_text()[-300:].strip()
+        return f"{self.ended}, exit status {self.proc.returncode}; log: {tail or '(empty)'}"
 
 
 class StartClock:

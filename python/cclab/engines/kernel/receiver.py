@@ -230,6 +230,7 @@ def main(plan_path: str, report_path: str) -> None:
     cutoff = Cutoff()
     threading.Thread(target=cutoff.read, args=(sys.stdin,), daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print("receiver: serving", len(flows), "flows", flush=True)  # for the engine's error line if none is reported
     for flow in flows:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -238,6 +239,7 @@ def main(plan_path: str, report_path: str) -> None:
         threading.Thread(target=serve, args=(listener, flow, cutoff), daemon=True).start()
     while not stop.is_set() and not all(f.done.is_set() for f in flows):
         stop.wait(0.01)
+    print("receiver: reporting,", "stopped" if stop.is_set() else "every flow done", flush=True)
     tmp = report_path + ".tmp"
     with open(tmp, "w") as f:
         usage = resource.getrusage(resource.RUSAGE_SELF)

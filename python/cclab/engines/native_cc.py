@@ -1,0 +1,92 @@
+"""A user's congestion control from its BPF C source, built natively for the simulator.
+
+The kernel engine compiles the source for the kernel (kernel/user_cc.py); the simulator
+compiles the same file into a shared library with the shim in crates/cclab-cc/shim, whose
+vmlinux.h and libbpf stand-ins make it plain C and whose bridge.c runs the map's hooks
+against the simulator's TCP (crates/cclab-cc/src/native.rs loads it). The library is cached
+by the source's hash, the map and the shim's hash. A run with one runs in a child process
+(`python -m cclab.engines.sim_child`): a congestion control that crashes fails its run only.
+
+The shim builds sources written against vmlinux.h, the style of today's selftests; the older
+style, which declares the kernel's structs itself and relies on CO-RE to relocate them, runs
+on the kernel engine only (bridge.c refuses it in one line).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from cclab.errors import SpecError
+
+SHIM_DIR = Path(__file__).resolve().parents[3] / "crates" / "cclab-cc" / "shim"
+#: bridge.c's own refusal (the older style), reported before the compiler's other errors.
+SHIM_ERROR = re.compile(r"error: \"?(cclab-native: [^\"]*)")
+COMPILER_ERROR = re.compile(r"^(?:.*/)?([^/:]+:\d+:\d+: (?:fatal )?error: .*)$", re.MULTILINE)
+
+
+class NativeBuildError(SpecError):
+    """A user's source the simulator cannot build (one line: the file, the line, the reason)."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cclab" / "native"
+
+
+def shim_digest() -> str:
+    """sha256 of every file of the shim: a change to it rebuilds every library."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in SHIM_DIR.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(SHIM_DIR)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def library_path(bpf_source: dict, cache: Path | None = None) -> Path:
+    key = hashlib.sha256(f"{bpf_source['sha256']}:{bpf_source['struct_ops']}:{shim_digest()}".encode()).hexdigest()[:16]
+    return (cache or cache_dir()) / f"{bpf_source['struct_ops']}-{key}.so"
+
+
+def build(bpf_source: dict, cache: Path | None = None) -> Path:
+    """The shared library of a flow's `bpf_source` (the resolved config's), built if absent."""
+    lib = library_path(bpf_source, cache)
+    if lib.exists():
+        return lib
+    clang = shutil.which("clang")
+    if clang is None:
+        raise NativeBuildError(f"{Path(bpf_source['path']).name}: the simulator builds C sources with clang, which is not installed (make install)")
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    source = Path(bpf_source["path"])
+    tmp = lib.with_suffix(f".tmp{os.getpid()}")
+    args = [
+        clang, "-O2", "-g0", "-shared", "-fPIC", "-fvisibility=hidden", "-Wfatal-errors",
+        # The shim's headers first; the file's own folder holds what it includes beside it.
+        f"-I{SHIM_DIR / 'include'}", f"-I{source.parent}", "-DBPF_NO_PRESERVE_ACCESS_INDEX",
+        f'-DCCLAB_SOURCE="{source}"', f"-DCCLAB_OPS={bpf_source['struct_ops']}",
+        str(SHIM_DIR / "bridge.c"), "-o", str(tmp), "-Wl,-z,defs",
+    ]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise NativeBuildError(f"{bpf_source['path']}: the simulator cannot build it: {first_error(done.stderr)}")
+    tmp.replace(lib)
+    return lib
+
+
+def first_error(stderr: str) -> str:
+    """The line that says why: the shim's refusal, else the compiler's or linker's first error."""
+    shim = SHIM_ERROR.search(stderr)
+    if shim:
+        return shim.group(1)
+    compiler = COMPILER_ERROR.search(stderr)
+    if compiler:
+        return compiler.group(1)
+    undefined = re.search(r"undefined (?:reference to|symbol:?) `?(\w+)", stderr)
+    if undefined:
+        return f"it calls {undefined.group(1)}, which the simulator's shim does not provide (crates/cclab-cc/shim/bridge.c)"
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else "clang failed"
