@@ -114,10 +114,10 @@ def run_spec_valid(spec: dict):
     return cclab.run(spec, "kernel")
 
 
-#: 50 Mbit/s, 40 ms, 1 BDP (250 KB), 12 s: the BBRv2/v3 port tests' link, long enough for
-#: PROBE_RTTs (every 5 s).
+#: 50 Mbit/s, 40 ms, 1 BDP (250 KB), 7 s: the BBRv2/v3 port tests' link, long enough for
+#: a PROBE_RTT (due 5 s after the last new minimum RTT) and a full PROBE_BW cycle.
 BBR_PORT_SCENARIO = {"rate_bps": 50_000_000, "rtt_ns": 40_000_000, "queue_limit_bytes": 250_000,
-                     "duration_ns": 12_000_000_000}  # fmt: skip
+                     "duration_ns": 7_000_000_000}  # fmt: skip
 #: v2/v3's probe_rtt_win_ms (google/bbr v3 tcp_bbr.c): PROBE_RTT comes when no RTT sample
 #: has beaten the window's minimum for this long.
 PROBE_RTT_WIN_S = 5.0

@@ -3,7 +3,7 @@
 (`cclab_bbr2`).
 Each must fill a 1-BDP link, walk its state machine (counted per ACK in its stats array),
 back off at 5% random loss where BBRv1 does not, and leave nothing behind: no namespace, no
-qdisc, no struct_ops. Five runs: 12 s clean and 6 s lossy for each version, and one 6 s
+qdisc, no struct_ops. Five runs: 7 s clean and 6 s lossy for each version, and one 6 s
 lossy BBRv1 run both compare with.
 """
 
@@ -61,7 +61,7 @@ def test_the_port_runs_in_place_of_the_missing_native_version(clean_run):
 def test_one_flow_fills_a_one_bdp_link(clean_run):
     _, result, _, _ = clean_run
     assert_sound(result["validity"])
-    # BBR keeps the pipe full: at least 80% of the bottleneck in 12 s, STARTUP and the
+    # BBR keeps the pipe full: at least 80% of the bottleneck in 7 s, STARTUP and the
     # PROBE_RTTs (0.5 BDP for 200 ms) included.
     assert result["bottleneck"]["utilization"] >= 0.8
 

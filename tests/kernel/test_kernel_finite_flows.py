@@ -58,10 +58,11 @@ def test_the_fct_lies_between_the_physical_floor_and_a_generous_bound(one_flow_r
 def test_the_fct_is_the_flows_active_interval_and_goodput_follows_from_it(one_flow_result: dict) -> None:
     flow = one_flow_result["flows"][0]
     assert flow["end_s"] - flow["start_s"] == pytest.approx(flow["fct_s"])
-    # The flow starts with its data connection's SYN, which the engine aims at the
-    # scheduled start (0) by launching iperf3 its control phase early; a few ms of
-    # process start-up either way.
-    assert abs(flow["start_s"]) <= 0.008
+    # The flow starts with its data connection's SYN, as the kernel stamped it (how close the
+    # engine aims it at the scheduled start is test_kernel_flow_start's: process start-up
+    # moves it by a few ms, by 20 ms in this VM's noisy hours).
+    syn_s = one_flow_result["provenance"]["flow_starts"][0]["data_syn_s"]
+    assert flow["start_s"] == pytest.approx(syn_s, abs=1e-6)
     assert flow["goodput_mbps"] == pytest.approx(5_000_000 * 8 / flow["fct_s"] / 1e6)
 
 
