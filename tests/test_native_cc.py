@@ -3,6 +3,7 @@ the shim (crates/cclab-cc/shim), run through the same CC trait as the built-in o
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 
 import cclab
 from cclab.errors import CclabError, EngineError
+from cclab.store import load_flows
+from cclab.sweep import Sweep, run_sweep
 from conftest import EXAMPLES, REPO, run_cli
 
 pytestmark = [pytest.mark.sim, pytest.mark.skipif(shutil.which("clang") is None, reason="clang is not installed (make install)")]
@@ -86,6 +89,22 @@ def test_a_source_that_crashes_fails_its_run_in_one_line_and_the_next_run_goes_o
     with pytest.raises(EngineError, match=r"crashes\.bpf\.c:crashes crashed the simulator \(SIGSEGV\)"):
         cclab.run(spec(str(DATA / "crashes.bpf.c")))
     assert cclab.run(spec(str(DATA / "reno.bpf.c"))).flows.iloc[0]["bytes_delivered"] > 0
+
+
+def test_a_window_set_to_zero_fails_its_run_naming_the_hook() -> None:
+    with pytest.raises(EngineError, match=r"zero_window\.bpf\.c:zero_window.*set snd_cwnd to 0 in its cong_avoid hook"):
+        cclab.run(spec(str(DATA / "zero_window.bpf.c")))
+
+
+def test_a_sweep_records_the_runs_its_users_ccs_broke_and_finishes_the_rest(tmp_path: Path) -> None:
+    sweep = Sweep.from_dict({"name": "mine", "base": spec("reno"), "axes": {"flows.0.cc": [str(DATA / f"{name}.bpf.c") for name in ("reno", "crashes", "zero_window")]}})
+    report = run_sweep(sweep, tmp_path, jobs=2, progress=False)
+    assert report.done == 1 and len(report.failed) == 2
+    errors = sorted(f["error"] for f in report.failed)
+    assert "crashed the simulator (SIGSEGV)" in errors[0] and "snd_cwnd to 0" in errors[1], errors
+    logged = [json.loads(line) for line in (tmp_path / "failures.jsonl").read_text().splitlines()]
+    assert sorted(f["run_key"] for f in logged) == sorted(f["run_key"] for f in report.failed)
+    assert list(load_flows(tmp_path).cc) == ["reno.bpf.c:reno_src"]
 
 
 def test_the_older_style_is_refused_in_one_line_naming_the_flow(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import cclab
 from cclab.engines.kernel import bpf_cc
 from cclab.engines.kernel import netns as kernel_netns
 from conftest import EXAMPLES, run_cli
@@ -52,6 +53,20 @@ def test_users_sources_in_both_styles_run_under_their_hashes_and_nothing_stays_r
     assert all(n.startswith("cclab_u") and len(n) <= 15 for n in names) and names[1].endswith("0")
     assert list(provenance["bpf_congestion_controls"]) == names
     assert registered_cclab() == []  # the old-style file's second map too
+
+
+def test_a_window_held_at_20_packets_delivers_20_segments_per_rtt_on_both_engines() -> None:
+    # The physical law of tests/test_native_cc.py, on real TCP too, from the same file: W x MSS
+    # per RTT after the warm-up (5.8 Mbit/s at 40 ms on a 100 Mbit/s link that never queues).
+    fixed = Path(__file__).parents[1] / "data" / "cc" / "fixed_window.bpf.c"
+    spec = {"duration_s": 4, "output": {"warmup_s": 1}, "bottleneck": {"rate_mbps": 100, "rtt_ms": 40, "buffer": "1bdp"},
+            "flows": [{"cc": str(fixed)}]}  # fmt: skip
+    kernel = run_spec_valid(spec)
+    assert_sound(kernel.validity)
+    for result in (kernel, cclab.run(spec, "sim")):
+        flow = result.flows.iloc[0]
+        expected_mbps = 20 * 1448 * 8 / (flow["rtt_mean_ms"] / 1e3) / 1e6
+        assert flow["goodput_mbps"] == pytest.approx(expected_mbps, rel=0.03), (result.provenance["engine"], flow["goodput_mbps"], expected_mbps)
 
 
 def test_a_source_that_does_not_compile_fails_its_run_in_one_line_and_leaves_nothing(tmp_path: Path) -> None:

@@ -45,3 +45,22 @@ def test_the_bottleneck_window_reads_only_the_queue_samples_after_the_warmup() -
     assert (row["drops"], row["overflow_drops"], row["aqm_drops"]) == (1, 1, 0)
     assert row["utilization"] == pytest.approx(0.75)  # 1.5 MB in 2 s at 1 MB/s
     assert row["whole_run_drops"] == 11 and row["whole_run_queue_max_bytes"] == 90_000
+
+
+def test_the_bytes_at_the_warmup_are_interpolated_between_the_samples_around_it() -> None:
+    from types import SimpleNamespace
+
+    from cclab.engines.kernel import assemble
+
+    def sample(bytes_acked: int, retrans: int) -> SimpleNamespace:
+        return SimpleNamespace(bytes_acked=bytes_acked, bytes_sent=bytes_acked + 1000, data_segs_out=bytes_acked // 1448,
+                               total_retrans=retrans, total_rto=0, rwnd_limited_us=0)  # fmt: skip
+
+    # Samples every 100 ms; the warm-up ends at 1.0 s, between those of 0.9 and 1.0002 s. The
+    # last one before it alone would count 100 ms of bytes into the window's.
+    rows = SimpleNamespace(time_s=[0.8, 0.9, 1.0002, 1.1], samples=[sample(800_000, 1), sample(900_000, 2), sample(1_000_200, 3), sample(1_100_000, 3)])
+    measured = SimpleNamespace(sampler=SimpleNamespace(flows={0: rows}), warmup_s=1.0, router_at_warmup=None, receiver_at_warmup=None)
+    counters = assemble.counters_at_warmup(measured, SimpleNamespace(flow_id=0, index=0))
+    assert counters["bytes_delivered"] == 1_000_000
+    assert counters["bytes_sent"] == 1_001_000
+    assert counters["retrans_segments"] == 2  # a count: the sample before the warm-up

@@ -13,6 +13,7 @@
  * between calls, as in the kernel.
  *
  * Approximations, named (the simulator's TcpState has no more than this):
+ * - lsndtime is the jiffy of the previous hook call (the simulator keeps no send time);
  * - packets_out is the packets in flight; max_packets_out is chosen so that
  *   bpf_tracing_net.h's tcp_is_cwnd_limited() answers as the simulator's TCP does;
  * - sequence numbers are the segment counts times the MSS, from zero (no random ISN);
@@ -83,7 +84,19 @@ struct cclab_sk {
 	u64 now_ns;
 	u64 rng;
 	u32 is_cwnd_limited;
+	u32 last_call_jiffies;
 };
+
+/* CONFIG_HZ of the kernel the simulator models (crates/cclab-cc/src/cubic.rs DEFAULT_HZ:
+ * Linux's default and this machine's 6.18); a source's `extern ... CONFIG_HZ __kconfig`
+ * reads it, and jiffies tick at it. */
+#define CCLAB_HZ 250
+unsigned long CONFIG_HZ = CCLAB_HZ;
+
+static u32 cclab_jiffies(u64 now_ns)
+{
+	return (u32)(now_ns / (1000000000ull / CCLAB_HZ));
+}
 
 static _Thread_local struct cclab_sk *cclab_current;
 
@@ -120,6 +133,10 @@ static void cclab_sync_in(struct cclab_sk *w, const struct cclab_tcp *t)
 	else
 		tp->max_packets_out = t->packets_in_flight;
 	tp->inet_conn.icsk_ca_state = t->ca_state;
+	/* The jiffy of the previous call (an ACK's, mostly): the simulator's TCP keeps no send
+	 * time, as crates/cclab-cc/src/cubic.rs takes the last ACK for TxStart. */
+	tp->lsndtime = w->last_call_jiffies;
+	w->last_call_jiffies = cclab_jiffies(t->now_ns);
 	sk->sk_pacing_rate = t->pacing_rate;
 }
 
@@ -213,7 +230,7 @@ unsigned long long bpf_ktime_get_ns(void)
 
 unsigned long long bpf_jiffies64(void)
 {
-	return bpf_ktime_get_ns() / 1000000; /* HZ = 1000 */
+	return bpf_ktime_get_ns() / (1000000000ull / CCLAB_HZ);
 }
 
 unsigned int bpf_get_prandom_u32(void)

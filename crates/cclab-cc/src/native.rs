@@ -35,6 +35,24 @@ enum Op {
     UndoCwnd = 10,
 }
 
+impl Op {
+    /// The tcp_congestion_ops member.
+    fn hook(self) -> &'static str {
+        match self {
+            Op::Init => "init",
+            Op::Release => "release",
+            Op::Ssthresh => "ssthresh",
+            Op::CongAvoid => "cong_avoid",
+            Op::SetState => "set_state",
+            Op::CwndEvent => "cwnd_event",
+            Op::InAckEvent => "in_ack_event",
+            Op::PktsAcked => "pkts_acked",
+            Op::CongControl => "cong_control",
+            Op::UndoCwnd => "undo_cwnd",
+        }
+    }
+}
+
 /// bridge.c's `struct cclab_tcp`.
 #[repr(C)]
 #[derive(Default)]
@@ -210,6 +228,9 @@ impl NativeCc {
     fn call(&mut self, tcp: &mut TcpState, op: Op, a: u64, b: u64, sample: *const c_void) -> u64 {
         let mut c = to_c(tcp);
         let ret = unsafe { (self.library.call)(self.sock, &mut c, op as u32, a, b, sample) };
+        // A window of 0 would stall the flow for good (Linux's TCP never sends then); the
+        // run fails with the hook's name (engines/sim_child.py reports it in one line).
+        assert!(c.snd_cwnd > 0, "the congestion control set snd_cwnd to 0 in its {} hook", op.hook());
         tcp.snd_cwnd = c.snd_cwnd;
         tcp.snd_cwnd_cnt = c.snd_cwnd_cnt;
         tcp.snd_cwnd_clamp = c.snd_cwnd_clamp;

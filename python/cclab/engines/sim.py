@@ -94,6 +94,8 @@ class SimEngine:
 def _run_with_native(config: dict, libraries: dict[int, str]) -> str:
     """The simulation in a child process (engines/sim_child.py): a user's library that
     crashes ends that process, and this run fails in one line; the caller goes on."""
+    from cclab.engines import sim_child
+
     flows = [{**{k: v for k, v in f.items() if k != "bpf_source"}, "native_cc": libraries[f["flow_id"]]} if f["flow_id"] in libraries else f
              for f in config["flows"]]  # fmt: skip
     done = subprocess.run([sys.executable, "-m", "cclab.engines.sim_child"], input=json.dumps({**config, "flows": flows}),
@@ -105,7 +107,10 @@ def _run_with_native(config: dict, libraries: dict[int, str]) -> str:
         name = signal.Signals(-done.returncode).name
         raise EngineError(f"sim engine: the congestion control {', '.join(sources)} crashed the simulator ({name}); this run failed, nothing else")
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    raise EngineError(f"sim engine: {lines[-1] if lines else f'exit status {done.returncode}'}")
+    why = lines[-1] if lines else f"exit status {done.returncode}"
+    if done.returncode == sim_child.FAILED_EXIT:
+        why = why.replace("the congestion control", f"the congestion control {', '.join(sources)}", 1)
+    raise EngineError(f"sim engine: {why}")
 
 
 def _native_provenance(config: dict, libraries: dict[int, str]) -> dict:

@@ -1,7 +1,7 @@
 """`python -m cclab.engines.sim_child`: one simulation in a process of its own, for a run
 whose congestion control is a user's native library (engines/native_cc.py). The resolved
 config arrives on stdin, the result leaves on stdout; a config the simulator refuses exits
-with status 3 and its one line on stderr. A crash in the user's code ends this process only.
+with status 3 and its one line on stderr, a run the user's CC broke (a window of 0) with 4. A crash in the user's code ends this process only.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import sys
 from cclab import _sim
 
 REFUSED_EXIT = 3
+FAILED_EXIT = 4
 
 
 def main() -> int:
@@ -20,6 +21,11 @@ def main() -> int:
     except (ValueError, RuntimeError) as error:
         print(error, file=sys.stderr)
         return REFUSED_EXIT
+    except BaseException as error:  # pyo3's PanicException: an assertion on the user's CC
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            raise
+        print(str(error).splitlines()[0] if str(error) else type(error).__name__, file=sys.stderr)
+        return FAILED_EXIT
     sys.stdout.write(output)
     return 0
 

@@ -161,20 +161,32 @@ def sent_bytes_since_warmup(m: Measured) -> int:
 
 
 def counters_at_warmup(m: Measured, p: FlowPlan) -> dict[str, float | None]:
-    """Flow `p`'s cumulative counters at the warm-up: its last TCP_INFO sample by then and
-    the per-flow packet counters the engine read then."""
+    """Flow `p`'s cumulative counters at the warm-up: from its TCP_INFO samples around it and
+    the per-flow packet counters the engine read then. The bytes (and the receive-window
+    time) are interpolated between the samples on either side: the window's goodput divides
+    by the time from warmup_s, and the last sample before it is up to a sample interval older
+    (100 ms: 3% of a 3 s window's bytes, counted in excess). Counts of events keep that sample."""
     rows = m.sampler.flows[p.flow_id]
-    sample = None
+    before = after = None
     for t, s in zip(rows.time_s, rows.samples):
         if t > m.warmup_s:
+            after = (t, s)
             break
-        sample = s
+        before = (t, s)
     counters: dict[str, float | None] = {}
-    if sample is not None:
+    if before is not None:
+        t0, sample = before
+
+        def at_warmup(value_of) -> float:  # noqa: ANN001
+            if after is None or after[0] <= t0:
+                return value_of(sample)
+            t1, later = after
+            return value_of(sample) + (value_of(later) - value_of(sample)) * (m.warmup_s - t0) / (t1 - t0)
+
         counters.update(
-            bytes_delivered=sample.bytes_acked, bytes_sent=sample.bytes_sent, data_segments_sent=sample.data_segs_out,
-            retrans_segments=sample.total_retrans, rto_count=sample.total_rto,
-            rwnd_limited_ms=sample.rwnd_limited_us / 1000,
+            bytes_delivered=round(at_warmup(lambda s: s.bytes_acked)), bytes_sent=round(at_warmup(lambda s: s.bytes_sent)),
+            data_segments_sent=sample.data_segs_out, retrans_segments=sample.total_retrans, rto_count=sample.total_rto,
+            rwnd_limited_ms=at_warmup(lambda s: s.rwnd_limited_us) / 1000,
         )  # fmt: skip
     if m.router_at_warmup is not None and m.receiver_at_warmup is not None:
         sent_pkts = m.router_at_warmup.get(("sent", p.index), (0, 0))[0]
