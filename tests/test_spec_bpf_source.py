@@ -99,7 +99,7 @@ def test_a_relative_source_is_read_beside_the_spec_file_and_check_prints_its_has
     ("cc", "message"),
     [
         ("nowhere.bpf.c", "flows[0].cc: no such file: "),
-        ("vegas", 'flows[0].cc: must be one of \'reno\', \'cubic\', \'dctcp\', \'prague\', \'bbr\', \'bbr1\', \'bbr2\', \'bbr3\' or a BPF C source "FILE.bpf.c[:NAME]" (got "vegas")'),
+        ("vegas", 'flows[0].cc: must be one of \'reno\', \'cubic\', \'dctcp\', \'prague\', \'bbr\', \'bbr1\', \'bbr2\', \'bbr3\' or a BPF C source "FILE.c[:NAME]" (got "vegas")'),
     ],
     ids=["missing_file", "neither_a_cc_nor_a_source"],
 )

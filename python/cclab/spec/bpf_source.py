@@ -1,7 +1,7 @@
 """A flow's congestion control from a user's C source: a BPF struct_ops `tcp_congestion_ops`
 written as Linux's BPF selftests write them (tools/testing/selftests/bpf/progs).
 
-`cc = "my_cc.bpf.c"` names the file (relative to the spec file, or to the working directory for
+`cc = "my_cc.bpf.c"` (any `.c` file) names the file (relative to the spec file, or to the working directory for
 a spec given as a dict); `"my_cc.bpf.c:name"` picks one map where the file defines several, by
 its C variable or its `.name`. Parsed here once: which maps the file defines, their names and
 flags (TCP_CONG_NEEDS_ECN), and the hash of the source and the headers beside it, which goes
@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-SOURCE_SUFFIX = ".bpf.c"
+#: Any C file: Linux's selftests name theirs bpf_cubic.c, cclab's examples FILE.bpf.c.
+SOURCE_SUFFIX = ".c"
 #: SEC(".struct_ops") or SEC(".struct_ops.link"), then the map's definition.
 STRUCT_OPS_MAP = re.compile(r'SEC\(\s*"\.struct_ops(?:\.link)?"\s*\)\s*struct\s+tcp_congestion_ops\s+(\w+)\s*=\s*\{(.*?)\}\s*;', re.DOTALL)
 MAP_NAME = re.compile(r'\.name\s*=\s*"([^"]*)"')

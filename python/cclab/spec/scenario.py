@@ -198,7 +198,7 @@ class Bottleneck(_Strict):
 
 
 class Flow(_Strict):
-    # A built-in CC, or a BPF struct_ops source "FILE.bpf.c[:NAME]" (spec/bpf_source.py).
+    # A built-in CC, or a BPF struct_ops source "FILE.c[:NAME]" (spec/bpf_source.py).
     cc: str
     probe_bw_gain: float | None = Field(default=None, description="BBR only; default 1.25")
     count: int = Field(default=1, ge=1, le=MAX_FLOWS_PER_ENTRY)
@@ -236,7 +236,7 @@ class Flow(_Strict):
         if cc in CC_NAMES or is_bpf_source(cc):
             return cc
         names = ", ".join(repr(name) for name in CC_NAMES)
-        raise ValueError(f'must be one of {names} or a BPF C source "FILE.bpf.c[:NAME]" (got {_show(cc)})')
+        raise ValueError(f'must be one of {names} or a BPF C source "FILE.c[:NAME]" (got {_show(cc)})')
 
     @model_validator(mode="after")
     def _load_source(self) -> Self:

@@ -8,6 +8,8 @@
 #ifndef __BPF_TRACING_H__
 #define __BPF_TRACING_H__
 
+#include "bpf_helpers.h" /* as libbpf's does */
+
 #define BPF_PROG(name, args...) name(args)
 
 #endif
