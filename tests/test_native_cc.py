@@ -123,3 +123,25 @@ def test_a_compile_error_is_one_line_with_the_file_and_line_and_exit_2(tmp_path:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: flows[0].cc:") and "broken.bpf.c:17:" in lines[0], lines
     assert not (tmp_path / "out").exists()
+
+
+def test_cc_check_lists_the_hooks_and_calls_and_which_engine_has_each(tmp_path: Path) -> None:
+    done = run_cli("cc", "check", EXAMPLES / "cc" / "reno_beta07.bpf.c")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert "hooks: init, ssthresh, cong_avoid, undo_cwnd" in out
+    assert any(line.split()[:3] == ["kfunc", "tcp_reno_cong_avoid", "yes"] for line in out), out
+    assert "simulator build: ok" in out and any(line.startswith("kernel build: ") for line in out)
+    assert any(line.startswith("1 s in the simulator (10 Mbit/s, 20 ms): ") and "Mbit/s, " in line for line in out), out
+
+    # A kfunc the shim lacks (tcp_cubic.c's own, which Linux exports to BPF CCs): named in the
+    # report, and the simulator's build says which symbol is missing.
+    cubic_kfunc = tmp_path / "borrows_cubic.c"
+    cubic_kfunc.write_text((DATA / "reno.bpf.c").read_text().replace(
+        "extern void tcp_reno_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;",
+        "extern void cubictcp_cong_avoid(struct sock *sk, __u32 ack, __u32 acked) __ksym;").replace(
+        "tcp_reno_cong_avoid(sk, ack, acked);", "cubictcp_cong_avoid(sk, ack, acked);"))  # fmt: skip
+    done = run_cli("cc", "check", f"{cubic_kfunc}:reno_src")
+    out = done.stdout.splitlines()
+    assert any(line.split()[:3] == ["kfunc", "cubictcp_cong_avoid", "NO"] for line in out), out
+    assert any(line.startswith("simulator build: ") and "cubictcp_cong_avoid, which the simulator's shim does not provide" in line for line in out), out

@@ -143,6 +143,24 @@ def check(spec: SpecArgument) -> None:
     sys.stdout.write(json.dumps(config, indent=2) + "\n")
 
 
+cc_app = typer.Typer(no_args_is_help=True, help="Your own congestion control from its BPF C source.")
+app.add_typer(cc_app, name="cc")
+
+
+@cc_app.command("check")
+def cc_check(source: Annotated[str, typer.Argument(metavar="FILE.c[:NAME]", help="a BPF struct_ops tcp_congestion_ops source", show_default=False)]) -> None:
+    """Build a source for both engines, list what it calls and whether each engine has it, and run it for 1 s in the simulator."""
+    from cclab.engines import cc_check as checker
+
+    try:
+        result = checker.check(source, Path.cwd())
+    except ValueError as error:
+        _fail(CclabError(f"{source}: {error}"))
+    sys.stdout.write("\n".join(checker.render(result)) + "\n")
+    if not result.ok:
+        _fail(CclabError(result.simulator_build or result.kernel_build or "failed"))
+
+
 @app.command()
 def validate(
     set_name: Annotated[str, typer.Option("--set", help="validation set: default (37 cases, ~20 min) | bbr23 (BBRv2/v3, ~6 min) | aqm (queue disciplines and ECN, ~6 min) | rtt (different RTTs, starved flows, high BDP; 5 runs each, ~25 min) | all | quick (3 cases)")] = "default",

@@ -29,6 +29,16 @@ SHIM_ERROR = re.compile(r"error: \"?(cclab-native: [^\"]*)")
 COMPILER_ERROR = re.compile(r"^(?:.*/)?([^/:]+:\d+:\d+: (?:fatal )?error: .*)$", re.MULTILINE)
 
 
+#: The kfuncs bridge.c implements (Linux's net/ipv4/tcp_cong.c, exported to BPF CCs).
+SHIM_KFUNCS = frozenset({"tcp_reno_cong_avoid", "tcp_reno_ssthresh", "tcp_reno_undo_cwnd", "tcp_slow_start", "tcp_cong_avoid_ai"})
+HELPER_DECLARATION = re.compile(r"^\w[\w\s\*]*?\b(bpf_\w+)\s*\(", re.MULTILINE)
+
+
+def shim_helpers() -> frozenset[str]:
+    """The helpers the shim declares in bpf/bpf_helpers.h (bridge.c defines them)."""
+    return frozenset(HELPER_DECLARATION.findall((SHIM_DIR / "include" / "bpf" / "bpf_helpers.h").read_text()))
+
+
 class NativeBuildError(SpecError):
     """A user's source the simulator cannot build (one line: the file, the line, the reason)."""
 
