@@ -11,6 +11,7 @@ import pytest
 
 import cclab
 from cclab.errors import CclabError, EngineError
+from cclab.spec import read_toml
 from cclab.store import load_flows
 from cclab.sweep import Sweep, run_sweep
 from conftest import EXAMPLES, REPO, run_cli
@@ -59,6 +60,18 @@ def test_the_examples_beta_of_0_7_backs_off_less_than_renos_half_under_random_lo
     beta07 = cclab.run(spec(str(EXAMPLES / "cc" / "reno_beta07.bpf.c"), **lossy)).flows.iloc[0]["goodput_mbps"]
     reno = cclab.run(spec("reno", **lossy)).flows.iloc[0]["goodput_mbps"]
     assert 1.15 < beta07 / reno < 1.6, (beta07, reno)
+
+
+def test_the_vegas_example_keeps_between_alpha_and_beta_packets_queued_where_cubic_fills_the_buffer() -> None:
+    # Vegas (tcp_vegas.c: alpha = 2, beta = 4 packets) adds a packet per RTT below alpha and
+    # takes one off above beta: its standing queue stays between them, and the link full.
+    spec_path = EXAMPLES / "vegas_10mbit_20ms_4bdp.toml"
+    vegas = cclab.run(spec_path)
+    cubic = cclab.run({**read_toml(spec_path), "flows": [{"cc": "cubic"}]})
+    packet_ms = 1514 * 8 / 10e6 * 1e3
+    assert 2 <= vegas.bottleneck["sojourn_p50_ms"] / packet_ms <= 4
+    assert vegas.bottleneck["utilization"] > 0.99 and vegas.flows.iloc[0]["retrans_segments"] == 0
+    assert cubic.bottleneck["sojourn_p50_ms"] / packet_ms > 40  # most of the 58-packet buffer
 
 
 def test_the_same_seed_gives_the_same_run() -> None:

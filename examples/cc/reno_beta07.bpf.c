@@ -8,8 +8,9 @@
  *     [[flows]]
  *     cc = "cc/reno_beta07.bpf.c"      # relative to the spec file
  *
- * cclab builds it with clang against the running kernel's BTF (vmlinux.h) and registers it
- * for the run under a name of its own (the kernel engine); `cclab check` shows its hash.
+ * The kernel engine builds it with clang against the running kernel's BTF (vmlinux.h) and
+ * registers it for the run under a name of its own; the simulator builds it natively with
+ * cclab's shim. `cclab cc check` shows what it calls and where each engine has it.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
