@@ -13,7 +13,7 @@ import pytest
 
 from cclab.analysis import decision_tree as dt
 from cclab.studies import discover
-from conftest import run_cli
+from conftest import EXAMPLES, run_cli
 
 pytestmark = pytest.mark.sim
 
@@ -112,6 +112,37 @@ def test_cliff_quick_detects_each_bbr_cliff_from_the_data(tmp_path: Path):
     assert f"cliff at {cliffs.loc['BBR_1.25', 'cliff_loss'] * 100:.1f}%" in summary
     for stem in ("goodput_vs_loss", "retrans_vs_loss"):
         assert (tmp_path / "figures" / f"{stem}.png").exists()
+
+
+def test_cao2019_with_your_cc_in_bbrs_place_reuses_cubics_runs_and_recommend_names_it(cao_quick: Path, tmp_path: Path):
+    import shutil
+
+    out = tmp_path / "cao"
+    shutil.copytree(cao_quick, out)  # CUBIC's runs are reused; only the source's run
+    runs = out / "runs"
+    before = {p.name for p in runs.iterdir() if not p.name.startswith(".")}
+    source = EXAMPLES / "cc" / "reno_beta07.bpf.c"
+    done = run_cli("reproduce", "cao2019", "--quick", "--cc", source, "--out", out)
+    assert done.returncode == 0, done.stderr
+    added = {p.name for p in runs.iterdir() if not p.name.startswith(".")} - before
+    assert len(added) == 18 + 36  # the grid once and both finite sizes, for the source alone
+    label = "reno_beta07.bpf.c:reno_beta07"
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith(f"# cao2019: when to use {label} (sim engine)")
+    assert f"| goodput at 500 Mbit/s, 200 ms, 100 KB: {label} | 386.0 Mbit/s |" in summary
+    assert "BBRv2 and BBRv3 beside BBRv1" not in summary
+    table = pd.read_csv(out / "goodput.csv")
+    assert len(table) == 18 and set(table["winner"]) <= {"BBR", "CUBIC"}  # the tree's labels: BBR's side is the source
+    answer = run_cli("recommend", "--study", out, "--rate", "100mbit", "--rtt", "50ms", "--buffer", "10MB")
+    assert answer.returncode == 0, answer.stderr
+    assert answer.stdout.splitlines()[0].split()[1] in (label, "CUBIC") and f"expected goodput: {label} " in answer.stdout
+
+
+def test_reproduce_refuses_cc_for_a_study_without_a_place_for_it(tmp_path: Path):
+    done = run_cli("reproduce", "rebbr", "--quick", "--cc", EXAMPLES / "cc" / "reno_beta07.bpf.c", "--out", tmp_path / "r")
+    assert done.returncode == 2
+    assert done.stderr == "error: --cc: the study rebbr has no place for a congestion control of yours; these do: cao2019\n"
+    assert not (tmp_path / "r").exists()
 
 
 def test_cao2019_with_two_seeds_reuses_seed_1s_runs_and_reports_the_trees_accuracy_across_them(cao_quick: Path, tmp_path: Path):

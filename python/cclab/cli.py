@@ -252,13 +252,14 @@ def reproduce(
     jobs: Annotated[int | None, typer.Option("--jobs", help="parallel runs [default: all CPUs on sim, 1 on kernel]")] = None,
     include_invalid: Annotated[bool, typer.Option("--include-invalid", help="keep kernel runs that failed their validity checks")] = False,
     seeds: Annotated[int, typer.Option("--seeds", help="at least this many seeds (repetitions) per point; the summary shows their spread")] = 1,
+    cc: Annotated[str | None, typer.Option("--cc", metavar="FILE.c[:NAME]", help="your congestion control (a BPF C source) in BBR's place (cao2019)")] = None,
     executor: ExecutorOption = "local",
     address: AddressOption = None,
 ) -> None:
     """Reproduce a paper's study: run its sweep, write figures (PNG, SVG), summary.md and report.html."""
     from cclab.executor_choice import use_executor
     from cclab.report import write_report
-    from cclab.studies import get_study, run_study
+    from cclab.studies import get_study, run_study, study_cc
 
     try:
         if engine not in ENGINE_NAMES:
@@ -266,9 +267,10 @@ def reproduce(
         if seeds < 1:
             raise CclabError(f"--seeds: must be at least 1 (got {seeds})")
         study = get_study(name)
+        options = {} if cc is None else {"cc": study_cc(study, cc)}
         out_dir = out if out is not None else Path("out") / name
         with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
-            summary_path = run_study(study, out_dir, seeds=seeds, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid)
+            summary_path = run_study(study, out_dir, seeds=seeds, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid, **options)
         report_path = write_report(out_dir)
     except CclabError as error:
         _fail(error)

@@ -68,6 +68,7 @@ def test_one_flow_fills_a_one_bdp_link(clean_run):
 
 def test_the_port_walks_the_versions_state_machine(clean_run):
     version, result, _, _ = clean_run
+    assert_sound(result["validity"])
     acks = result["provenance"]["bpf_cc_state_acks"][f"cclab_{version}"]
     # STARTUP -> DRAIN -> PROBE_BW (DOWN, CRUISE, REFILL, UP) and, when due, PROBE_RTT.
     assert_walks_v2_v3_states(acks, SCENARIO["duration_ns"] / 1e9)

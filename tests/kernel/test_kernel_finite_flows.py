@@ -48,6 +48,7 @@ def test_a_5_mb_cubic_flow_delivers_every_byte_and_completes(one_flow_result: di
 
 @requires_kernel_engine
 def test_the_fct_lies_between_the_physical_floor_and_a_generous_bound(one_flow_result: dict) -> None:
+    assert_sound(one_flow_result["validity"])
     flow = one_flow_result["flows"][0]
     floor = floor_fct_s(5_000_000)  # 0.857 s
     # Slow start and one loss episode cost a few RTTs; three times the floor means broken.

@@ -62,6 +62,7 @@ def test_a_scheduled_rate_change_reaches_tbf_within_a_few_ms_and_the_flow_follow
 
 
 def test_the_delay_line_changes_the_rtt_at_its_time_and_the_flow_sees_it(scheduled: cclab.RunResult) -> None:
+    assert_sound(scheduled.validity)
     line = [c for c in scheduled.provenance["link_changes"]["changes"] if c["by"] == "cclab-delayline"]
     assert len(line) == 1 and line[0]["at_s"] == 3.0 and line[0]["late_ms"] < 1.0, line
     fs = scheduled.flow_series
@@ -70,6 +71,7 @@ def test_the_delay_line_changes_the_rtt_at_its_time_and_the_flow_sees_it(schedul
 
 
 def test_random_loss_begins_at_its_time_and_is_counted(scheduled: cclab.RunResult) -> None:
+    assert_sound(scheduled.validity)
     flow = scheduled.flows.iloc[0]
     assert flow["random_loss_segments"] > 0
     # CUBIC under 1% loss at 60 ms holds about Mathis's 1.22 MSS / (RTT sqrt(p)) = 2.4 Mbit/s.

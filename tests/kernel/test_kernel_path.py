@@ -32,12 +32,14 @@ def cubic_one_bdp_result() -> dict:
 
 
 def test_idle_rtt_of_each_flow_is_within_half_a_millisecond_of_its_spec(two_rtt_result: dict) -> None:
+    assert_sound(two_rtt_result["validity"])
     idle = two_rtt_result["provenance"]["idle_rtt_ms"]
     assert abs(idle["0"] - 20.0) < 0.5
     assert abs(idle["1"] - 50.0) < 0.5
 
 
 def test_tcp_min_rtt_of_each_flow_is_within_half_a_millisecond_of_its_spec(two_rtt_result: dict) -> None:
+    assert_sound(two_rtt_result["validity"])
     flows = {f["flow_id"]: f for f in two_rtt_result["flows"]}
     assert abs(flows[0]["rtt_min_ms"] - 20.0) < 0.5
     assert abs(flows[1]["rtt_min_ms"] - 50.0) < 0.5

@@ -126,6 +126,12 @@ BBR_VERSIONS = ("bbr", "bbr2", "bbr3")
 BBR_LABELS = {"bbr": "BBR", "bbr2": "BBRv2", "bbr3": "BBRv3"}
 
 
+def side_label(model: dict[str, Any], bbr: str) -> str:
+    """What the side weighed against CUBIC is called: a user's CC by its label (a model from
+    `cclab reproduce cao2019 --cc FILE`), else the BBR version."""
+    return str(model.get("contender", BBR_LABELS[bbr])) if bbr == "bbr" else BBR_LABELS[bbr]
+
+
 def version_model(model: dict[str, Any], bbr: str) -> dict[str, Any]:
     """The model that weighs `bbr` against CUBIC: the top level for BBRv1, else `versions[bbr]`
     (with the top level's random-loss curves); one SpecError line if the model lacks it."""
@@ -198,8 +204,8 @@ def _curve_at(curve: dict[str, list[float]], loss: float) -> float:
 def recommend(model: dict[str, Any], *, rate_mbps: float, rtt_ms: float, buffer_bytes: float, loss: float = 0.0, bbr: str = "bbr") -> Recommendation:
     """The recommendation for one network, `bbr` (a BBR version) or CUBIC; SpecError (one line)
     outside the studied ranges. The choice is named as BBR_LABELS names `bbr` ("BBR" for v1)."""
+    label = side_label(model, bbr)
     model = version_model(model, bbr)
-    label = BBR_LABELS[bbr]
     _check_range(model, "rate_mbps", rate_mbps, "--rate", 1.0, "Mbit/s")
     _check_range(model, "rtt_ms", rtt_ms, "--rtt", 1.0, "ms")
     _check_range(model, "buffer_bytes", buffer_bytes, "--buffer", 1e6, "MB")
@@ -269,7 +275,7 @@ def render(rec: Recommendation, *, rate_mbps: float, rtt_ms: float, buffer_bytes
     """The answer as a few plain lines for a terminal."""
     n = rec.nearest
     duration = model["duration_s"]
-    label = BBR_LABELS[rec.bbr]
+    label = side_label(model, rec.bbr)
     model = version_model(model, rec.bbr)
     lines = [
         f"recommendation: {rec.choice}   ({rate_mbps:g} Mbit/s, {rtt_ms:g} ms RTT, {_size(buffer_bytes)} buffer, "

@@ -7,7 +7,8 @@ Any module in this package that defines `NAME` is a study. It must also define
             jobs: int | None = None, include_invalid: bool = False) -> Path
 
 which writes its sweep under `out_dir/runs/`, its figures (PNG and SVG) and
-`summary.md` into `out_dir`, and returns the path of `summary.md`.
+`summary.md` into `out_dir`, and returns the path of `summary.md`. A study that can put a
+user's congestion control in BBR's place also takes `cc: str | None` (`--cc FILE.c`).
 
 Adding a study is adding a file: nothing here needs editing.
 """
@@ -50,6 +51,16 @@ def get_study(name: str) -> ModuleType:
         known = ", ".join(studies) or "(none)"
         raise SpecError(f"unknown study {name!r}; known studies: {known}")
     return studies[name]
+
+
+def study_cc(study: ModuleType, cc: str) -> str:
+    """`--cc`: the user's CC for a study whose `run` takes one (in BBR's place), else a one-line SpecError."""
+    import inspect
+
+    if "cc" not in inspect.signature(study.run).parameters:
+        takers = ", ".join(name for name, module in discover().items() if "cc" in inspect.signature(module.run).parameters)
+        raise SpecError(f"--cc: the study {study.NAME} has no place for a congestion control of yours; these do: {takers}")
+    return cc
 
 
 def run_study(study: ModuleType, out_dir: Path, *, seeds: int = 1, **options: Any) -> Path:

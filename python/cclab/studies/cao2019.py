@@ -96,21 +96,21 @@ def _axes(quick: bool, ccs: tuple[str, ...] = (*BBR_VERSIONS, "cubic")) -> dict[
     }
 
 
-def goodput_sweep(quick: bool = False) -> Sweep:
+def goodput_sweep(quick: bool = False, contenders: tuple[str, ...] = BBR_VERSIONS) -> Sweep:
     return Sweep(
         name=f"{NAME}-goodput",
         base=_base(QUICK_DURATION_S if quick else DURATION_S),
-        axes=_axes(quick),
+        axes=_axes(quick, (*contenders, "cubic")),
         flow_sample_interval_ms=STUDY_FLOW_SAMPLE_INTERVAL_MS,
         queue_sample_interval_ms=STUDY_QUEUE_SAMPLE_INTERVAL_MS,
     )
 
 
-def latency_sweep(quick: bool = False) -> Sweep:
+def latency_sweep(quick: bool = False, contender: str = "bbr") -> Sweep:
     return Sweep(
         name=f"{NAME}-latency",
         base=_base(FINITE_MAX_DURATION_S),
-        axes={**_axes(quick, ("bbr", "cubic")), "flows.0.size": list(FLOW_SIZES)},
+        axes={**_axes(quick, (contender, "cubic")), "flows.0.size": list(FLOW_SIZES)},
         flow_sample_interval_ms=STUDY_FLOW_SAMPLE_INTERVAL_MS,
         queue_sample_interval_ms=STUDY_QUEUE_SAMPLE_INTERVAL_MS,
     )
@@ -302,7 +302,7 @@ def ratio_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     GpGain over CUBIC (`tables`: version -> its paired table; CUBIC's from BBRv1's)."""
     labels = [f"{lo:g}-{hi:g}" if np.isfinite(hi) else f">{lo:g}" for lo, hi in zip(RATIO_EDGES[:-1], RATIO_EDGES[1:], strict=True)]
     keys = list(dt.NETWORK_KEYS)
-    base = tables["bbr"]
+    base = next(iter(tables.values()))  # CUBIC's columns: the same networks in every table
     merged = base[[*keys, "buffer_bdp", "bottleneck_utilization_cubic", "loss_pct_cubic"]].rename(
         columns={"bottleneck_utilization_cubic": "util_cubic", "loss_pct_cubic": "loss_cubic"})
     for version, table in tables.items():
@@ -360,33 +360,56 @@ def version_rows(tables: dict[str, pd.DataFrame], fits: dict[str, dict[str, dt.T
 # ---- the study ----------------------------------------------------------------------------
 
 
-def _paper_rows(ours: dict[str, Any]) -> list[list[str]]:
+def _source_label(cc: str) -> str:
+    """The label results give a user's source (one line SpecError if it cannot be used)."""
+    from cclab.errors import SpecError
+    from cclab.spec.bpf_source import is_source
+    from cclab.spec.bpf_source import load as load_source
+
+    if not is_source(cc):
+        raise SpecError(f"--cc: a C source FILE.c[:NAME] of a congestion control (got {cc!r}); the built-in ones are in the grid already")
+    try:
+        return load_source(cc, Path.cwd()).label
+    except ValueError as error:
+        raise SpecError(f"--cc: {error}") from None
+
+
+def _paper_rows(ours: dict[str, Any], contender: str = "BBR") -> list[list[str]]:
+    """The paper's BBR beside ours (`contender`: the CC in BBR's place)."""
     p = PAPER
+    shown = {"bbr": contender, "cubic": "CUBIC"}
     rows = [
         ["goodput at 500 Mbit/s, 200 ms, 100 KB: CUBIC", f"{p['headline_cubic_mbps']} Mbit/s", f"{fmt(ours['headline_cubic_mbps'])} Mbit/s"],
-        ["goodput at 500 Mbit/s, 200 ms, 100 KB: BBR", f"{p['headline_bbr_mbps']} Mbit/s", f"{fmt(ours['headline_bbr_mbps'])} Mbit/s"],
+        [f"goodput at 500 Mbit/s, 200 ms, 100 KB: {contender}", f"{p['headline_bbr_mbps']} Mbit/s", f"{fmt(ours['headline_bbr_mbps'])} Mbit/s"],
     ]
     for key, label in (("loss_pct_100KB", "100 KB"), ("loss_pct_10MB", "10 MB")):
         for cc in ("bbr", "cubic"):
-            rows.append([f"mean loss (retransmissions / segments sent), {label}: {cc.upper()}", f"{p[key][cc]}%", f"{fmt(ours[key][cc], 2)}%"])
+            rows.append([f"mean loss (retransmissions / segments sent), {label}: {shown[cc]}", f"{p[key][cc]}%", f"{fmt(ours[key][cc], 2)}%"])
     for cc in ("bbr", "cubic"):
         before, after = ours["retrans_25ms_500M"][cc]
         paper_before, paper_after = p["retrans_25ms_500M"][cc]
-        rows.append([f"retransmissions at 25 ms, 500 Mbit/s, 100 KB -> 10 MB: {cc.upper()}", f"{paper_before:,} -> {paper_after:,}", f"{fmt(before, 0)} -> {fmt(after, 0)}"])
+        rows.append([f"retransmissions at 25 ms, 500 Mbit/s, 100 KB -> 10 MB: {shown[cc]}", f"{paper_before:,} -> {paper_after:,}", f"{fmt(before, 0)} -> {fmt(after, 0)}"])
     rows.append(["CUBIC's largest goodput gain over BBR at 10 MB", f"{p['cubic_max_deep_gain_pct']:g}%", f"{fmt(ours['cubic_max_deep_gain_pct'])}%"])
     return rows
 
 
-def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | None = None, include_invalid: bool = False) -> Path:
+def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | None = None, include_invalid: bool = False,
+        cc: str | None = None) -> Path:
+    """`cc`: a congestion control of the user's (a C source, `cclab reproduce cao2019 --cc FILE`)
+    in BBR's place: the grid, tables, trees, verdicts and model are then "that CC or CUBIC"."""
     out_dir = Path(out_dir)
-    progress(f"{NAME}: the BBR-vs-CUBIC grid on the {engine} engine{' (quick)' if quick else ''}")
-    flows, info = run_study_sweep(goodput_sweep(quick), out_dir, engine=engine, jobs=jobs, include_invalid=include_invalid)
+    # The sweeps name a user's source by its path, its results by its label (FILE.c:MAP).
+    contenders, primary = (BBR_VERSIONS, "bbr") if cc is None else ((str(Path(cc.partition(":")[0]).resolve()) + cc[len(cc.partition(":")[0]):],), _source_label(cc))
+    name = "BBR" if cc is None else primary
+    progress(f"{NAME}: the {name}-vs-CUBIC grid on the {engine} engine{' (quick)' if quick else ''}")
+    flows, info = run_study_sweep(goodput_sweep(quick, contenders), out_dir, engine=engine, jobs=jobs, include_invalid=include_invalid)
     progress(f"{NAME}: finite 10 MB and 100 MB flows over the same grid (LatDec)")
-    finite, finite_info = run_study_sweep(latency_sweep(quick), out_dir, engine=engine, jobs=jobs, include_invalid=include_invalid)
+    finite, finite_info = run_study_sweep(latency_sweep(quick, contenders[0]), out_dir, engine=engine, jobs=jobs, include_invalid=include_invalid)
+    versions = contenders if cc is None else (primary,)
 
-    table = goodput_table(flows)
+    table = goodput_table(flows, primary)
     table.to_csv(out_dir / "goodput.csv", index=False)
-    latency = latency_table(finite)
+    latency = latency_table(as_version(finite, primary))
     latency.to_csv(out_dir / "latency.csv", index=False)
     ours = numbers(table)
 
@@ -404,26 +427,28 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
         "tree_extended": save(dt.tree_figure(extended_fit, f"Decision tree with BDP and buffer/BDP features - 75% training split - {scenario}"), out_dir, "decision_tree_extended"),
         "latdec": save(latdec_figure(latency, f"{engine} engine"), out_dir, "latdec") if len(latency) else "",
     }
-    tables = {"bbr": table}
-    fits = {"bbr": {"paper": paper_fit, "extended": extended_fit}}
-    for version in BBR_VERSIONS[1:]:
+    tables = {primary: table}
+    fits = {primary: {"paper": paper_fit, "extended": extended_fit}}
+    for version in versions[1:]:
         tables[version] = goodput_table(flows, version)
         tables[version].to_csv(out_dir / f"goodput_{version}.csv", index=False)
         fits[version] = {"paper": dt.fit_tree(tables[version], dt.PAPER_FEATURES), "extended": dt.fit_tree(tables[version], dt.EXTENDED_FEATURES)}
         links[f"gain_100KB_{version}"] = save(
             gain_figure(tables[version], SHALLOW_BYTES, f"100 KB ({cc_label(version)})", scenario), out_dir, f"gain_100KB_{version}")
     ratios = ratio_table(tables)
-    links["ratio"] = save(ratio_figure(ratios, BBR_VERSIONS, scenario), out_dir, "buffer_bdp")
+    links["ratio"] = save(ratio_figure(ratios, versions, scenario), out_dir, "buffer_bdp")
 
     def version_model(version: str) -> dict[str, Any]:
         return model_from_study(tables[version], engine=engine, quick=quick, duration_s=float(duration), fits=fits[version])
 
-    model = version_model("bbr")
+    model = version_model(primary)
     # `cclab recommend --bbr bbr3` answers from these: the same grid, that version against CUBIC.
-    model["versions"] = {version: version_model(version) for version in BBR_VERSIONS[1:]}
+    model["versions"] = {version: version_model(version) for version in versions[1:]}
+    if cc is not None:
+        model["contender"] = name  # what `cclab recommend` calls the side that is not CUBIC
     (out_dir / MODEL_FILE).write_text(json.dumps(model, indent=1, allow_nan=False) + "\n", encoding="utf-8")
 
-    across = dt.accuracy_across_seeds({int(r): goodput_table(g) for r, g in flows.groupby("repetition")}) if "repetition" in flows.columns else None
+    across = dt.accuracy_across_seeds({int(r): goodput_table(g, primary) for r, g in flows.groupby("repetition")}) if "repetition" in flows.columns else None
     seeds_line = (
         f"\n\nAcross {across['seeds']} seeds: a tree fitted on one seed's networks scores {pct(across['own_seed_accuracy'])} on that "
         f"seed and {pct(across['other_seed_accuracy_median'])} on another's (median; {pct(across['other_seed_accuracy_min'])}-"
@@ -434,56 +459,56 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
     )
     results = findings(table, paper_fit, latency, ours)
     incomplete = int(finite["completed"].eq(False).sum()) if len(finite) else 0
-    text = "\n\n".join(
-        [
-            f"# {NAME}: when to use BBR ({engine} engine)",
-            DESCRIPTION + ".",
-            run_facts(engine, quick, info) + f" Finite flows: {finite_info['runs']} runs, {finite_info['wall_s']:.0f} s"
-            + (f", {incomplete} did not complete within {FINITE_MAX_DURATION_S:g} s (left out of LatDec)" if incomplete else "") + ".",
-            "## The paper's numbers beside ours\n\n" + markdown_table(["quantity", "paper", "ours"], _paper_rows(ours)),
-            "## Findings\n\n" + markdown_table(["claim", "ours", "verdict"], [[r["claim"], r["ours"], verdict(r["holds"])] for r in results]),
-            f"Verdict thresholds: \"grows\" is a Spearman correlation >= {GROWS_RHO}; \"an order of magnitude\" >= {ORDER_OF_MAGNITUDE:g}x; "
-            f"the tree holds if its median CV accuracy is at least {pct(PAPER['cv_median'] - TREE_SLACK)}; \"typically\" is more than half "
-            f"of the cells and \"almost all\" at least {ALMOST_ALL:.0%}.",
-            "## Decision tree\n\n"
-            + markdown_table(
-                ["features", "5-fold CV median", "5-fold CV mean", "held-out 25%", "depth", "leaves"],
-                [
-                    [", ".join(dt.FEATURE_LABELS[f] for f in fit.features), pct(fit.cv_median), pct(fit.cv_mean), pct(fit.test_accuracy), fit.model.get_depth(), fit.model.get_n_leaves()]
-                    for fit in (paper_fit, extended_fit)
-                ],
-            )
-            + f"\n\nPaper: 81.9% median, 81.3% mean. Label: the CC with the higher mean goodput (ties go to CUBIC). "
-            f"Trees are limited to depth {dt.MAX_DEPTH} and {dt.MIN_SAMPLES_LEAF} samples per leaf so they stay readable. "
-            "The extended features add the BDP and buffer/BDP, the quantities the paper uses to explain its own tree; "
-            f"`cclab recommend` uses the {model['tree_choice']} tree (the higher mean CV accuracy), refitted on every network."
-            + seeds_line,
-            links["tree"],
-            links["tree_extended"],
-            "## Goodput gain\n\n" + links["gain_100KB"] + "\n\n" + links["gain_10MB"],
-            "## Retransmissions at 100 KB\n\n" + links["retrans_100KB"],
-            "## Link utilization\n\n" + links["utilization"],
-            "## Flow completion time (LatDec)\n\n"
-            + ("Finite 10 MB and 100 MB flows over the same grid; completion time is from the flow's start to its last byte delivered.\n\n" + links["latdec"] if links["latdec"] else "No finite-flow runs."),
-            "## BBRv2 and BBRv3 beside BBRv1\n\n"
-            "The paper compares BBRv1 with CUBIC; the same grid with google/bbr's v2alpha and v3, each against CUBIC "
-            "(GpGain = (that BBR - CUBIC) / CUBIC; its tree built the same way).\n\n"
-            + markdown_table(
-                ["BBR", "networks it beats CUBIC", "median GpGain 100 KB", "median GpGain 10 MB", "mean loss 100 KB", "mean loss 10 MB", "tree CV mean"],
-                version_rows(tables, fits),
-            )
-            + "\n\n" + "\n\n".join(links[f"gain_100KB_{v}"] for v in BBR_VERSIONS[1:]),
-            "## Buffer as a ratio of BDP (all buffers)\n\n"
-            + markdown_table(
-                ["buffer/BDP", "cells", *(f"{cc_label(cc)} util %" for cc in (*BBR_VERSIONS, "cubic")),
-                 *(f"{cc_label(cc)} loss %" for cc in (*BBR_VERSIONS, "cubic")), *(f"{cc_label(v)} GpGain %" for v in BBR_VERSIONS)],
-                [[r["ratio_bin"], r["cells"], *(fmt(r[f"util_{cc}"]) for cc in (*BBR_VERSIONS, "cubic")),
-                  *(fmt(r[f"loss_{cc}"], 2) for cc in (*BBR_VERSIONS, "cubic")), *(fmt(r[f"gain_{v}"]) for v in BBR_VERSIONS)]
-                 for r in ratios.to_dict("records")],
-            )
-            + "\n\n" + links["ratio"],
-        ]
-    )
+    parts = [
+        f"# {NAME}: when to use {name} ({engine} engine)",
+        DESCRIPTION + "." + ("" if cc is None else f" Here the contender is {name}, a congestion control of yours, in BBR's place: "
+                             "the paper's numbers and claims are BBR's, the verdicts say whether yours behaves alike."),
+        run_facts(engine, quick, info) + f" Finite flows: {finite_info['runs']} runs, {finite_info['wall_s']:.0f} s"
+        + (f", {incomplete} did not complete within {FINITE_MAX_DURATION_S:g} s (left out of LatDec)" if incomplete else "") + ".",
+        "## The paper's numbers beside ours\n\n" + markdown_table(["quantity", "paper", "ours"], _paper_rows(ours, name)),
+        "## Findings\n\n" + markdown_table(["claim", "ours", "verdict"], [[r["claim"], r["ours"], verdict(r["holds"])] for r in results]),
+        f"Verdict thresholds: \"grows\" is a Spearman correlation >= {GROWS_RHO}; \"an order of magnitude\" >= {ORDER_OF_MAGNITUDE:g}x; "
+        f"the tree holds if its median CV accuracy is at least {pct(PAPER['cv_median'] - TREE_SLACK)}; \"typically\" is more than half "
+        f"of the cells and \"almost all\" at least {ALMOST_ALL:.0%}.",
+        "## Decision tree\n\n"
+        + markdown_table(
+            ["features", "5-fold CV median", "5-fold CV mean", "held-out 25%", "depth", "leaves"],
+            [
+                [", ".join(dt.FEATURE_LABELS[f] for f in fit.features), pct(fit.cv_median), pct(fit.cv_mean), pct(fit.test_accuracy), fit.model.get_depth(), fit.model.get_n_leaves()]
+                for fit in (paper_fit, extended_fit)
+            ],
+        )
+        + f"\n\nPaper: 81.9% median, 81.3% mean. Label: the CC with the higher mean goodput (ties go to CUBIC). "
+        f"Trees are limited to depth {dt.MAX_DEPTH} and {dt.MIN_SAMPLES_LEAF} samples per leaf so they stay readable. "
+        "The extended features add the BDP and buffer/BDP, the quantities the paper uses to explain its own tree; "
+        f"`cclab recommend` uses the {model['tree_choice']} tree (the higher mean CV accuracy), refitted on every network."
+        + seeds_line,
+        links["tree"],
+        links["tree_extended"],
+        "## Goodput gain\n\n" + links["gain_100KB"] + "\n\n" + links["gain_10MB"],
+        "## Retransmissions at 100 KB\n\n" + links["retrans_100KB"],
+        "## Link utilization\n\n" + links["utilization"],
+        "## Flow completion time (LatDec)\n\n"
+        + ("Finite 10 MB and 100 MB flows over the same grid; completion time is from the flow's start to its last byte delivered.\n\n" + links["latdec"] if links["latdec"] else "No finite-flow runs."),
+        "" if cc is not None else "## BBRv2 and BBRv3 beside BBRv1\n\n"
+        "The paper compares BBRv1 with CUBIC; the same grid with google/bbr's v2alpha and v3, each against CUBIC "
+        "(GpGain = (that BBR - CUBIC) / CUBIC; its tree built the same way).\n\n"
+        + markdown_table(
+            ["BBR", "networks it beats CUBIC", "median GpGain 100 KB", "median GpGain 10 MB", "mean loss 100 KB", "mean loss 10 MB", "tree CV mean"],
+            version_rows(tables, fits),
+        )
+        + "\n\n" + "\n\n".join(links[f"gain_100KB_{v}"] for v in BBR_VERSIONS[1:]),
+        "## Buffer as a ratio of BDP (all buffers)\n\n"
+        + markdown_table(
+            ["buffer/BDP", "cells", *(f"{cc_label(c)} util %" for c in (*versions, "cubic")),
+             *(f"{cc_label(c)} loss %" for c in (*versions, "cubic")), *(f"{cc_label(v)} GpGain %" for v in versions)],
+            [[r["ratio_bin"], r["cells"], *(fmt(r[f"util_{c}"]) for c in (*versions, "cubic")),
+              *(fmt(r[f"loss_{c}"], 2) for c in (*versions, "cubic")), *(fmt(r[f"gain_{v}"]) for v in versions)]
+             for r in ratios.to_dict("records")],
+        )
+        + "\n\n" + links["ratio"],
+    ]
+    text = "\n\n".join(part for part in parts if part)
     summary = out_dir / "summary.md"
     summary.write_text(text + "\n", encoding="utf-8")
     return summary
