@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cclab.studies import get_study
+from conftest import EXAMPLES, run_cli
 
 pytestmark = pytest.mark.sim
 
@@ -46,6 +47,19 @@ def test_fairness_share_quick_shows_bbr_winning_shallow_and_cubic_deep_buffers(t
     rows = [line.split("|") for line in text.splitlines() if re.match(r"\| [0-9.]+ \| 0\.", line)]
     shares = {float(r[1]): float(r[2]) for r in rows}  # buffer_bdp -> BBR share
     assert shares[0.1] > 0.5 > shares[100]
+    assert (tmp_path / "share_vs_buffer.svg").is_file()
+
+
+def test_fairness_share_with_your_cc_in_bbrs_place_names_it_in_the_table_and_the_findings(tmp_path: Path) -> None:
+    # The Vegas example keeps a few packets queued: CUBIC outgrows it once the buffer holds more.
+    done = run_cli("reproduce", "fairness-share", "--quick", "--cc", EXAMPLES / "cc" / "vegas.bpf.c", "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "summary.md").read_text()
+    label = "vegas.bpf.c:vegas"
+    assert text.startswith(f"# fairness-share: 1 {label} (yours, in BBR's place) vs 1 CUBIC")
+    assert f"| buffer_bdp | {label} share | CUBIC share |" in text
+    deep = re.search(rf"at 100 BDP: CUBIC (\d+)%, {re.escape(label)} (\d+)%", text)
+    assert deep and int(deep.group(1)) > 50, text
     assert (tmp_path / "share_vs_buffer.svg").is_file()
 
 

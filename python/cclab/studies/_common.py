@@ -144,3 +144,21 @@ def one_flow_loss_sweep(
         flow_sample_interval_ms=STUDY_FLOW_SAMPLE_INTERVAL_MS,
         queue_sample_interval_ms=STUDY_QUEUE_SAMPLE_INTERVAL_MS,
     )
+
+
+def user_cc(cc: str) -> tuple[str, str]:
+    """A study's `--cc` (a user's C source in BBR's place): what its specs name (the source's
+    absolute path, with `:NAME` if given) and what its results name (`FILE.c:MAP`). One-line
+    SpecError if it is not a source or cannot be used."""
+    from cclab.errors import SpecError
+    from cclab.spec.bpf_source import is_source
+    from cclab.spec.bpf_source import load as load_source
+
+    if not is_source(cc):
+        raise SpecError(f"--cc: a C source FILE.c[:NAME] of a congestion control (got {cc!r}); the built-in ones are in the grid already")
+    try:
+        label = load_source(cc, Path.cwd()).label
+    except ValueError as error:
+        raise SpecError(f"--cc: {error}") from None
+    file, sep, name = cc.partition(":")
+    return str(Path(file).resolve()) + sep + name, label

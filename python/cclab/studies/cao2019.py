@@ -35,6 +35,7 @@ from cclab.studies._common import (
     run_facts,
     run_study_sweep,
     save,
+    user_cc,
     verdict,
 )
 from cclab.sweep import Sweep
@@ -360,20 +361,6 @@ def version_rows(tables: dict[str, pd.DataFrame], fits: dict[str, dict[str, dt.T
 # ---- the study ----------------------------------------------------------------------------
 
 
-def _source_label(cc: str) -> str:
-    """The label results give a user's source (one line SpecError if it cannot be used)."""
-    from cclab.errors import SpecError
-    from cclab.spec.bpf_source import is_source
-    from cclab.spec.bpf_source import load as load_source
-
-    if not is_source(cc):
-        raise SpecError(f"--cc: a C source FILE.c[:NAME] of a congestion control (got {cc!r}); the built-in ones are in the grid already")
-    try:
-        return load_source(cc, Path.cwd()).label
-    except ValueError as error:
-        raise SpecError(f"--cc: {error}") from None
-
-
 def _paper_rows(ours: dict[str, Any], contender: str = "BBR") -> list[list[str]]:
     """The paper's BBR beside ours (`contender`: the CC in BBR's place)."""
     p = PAPER
@@ -399,7 +386,11 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
     in BBR's place: the grid, tables, trees, verdicts and model are then "that CC or CUBIC"."""
     out_dir = Path(out_dir)
     # The sweeps name a user's source by its path, its results by its label (FILE.c:MAP).
-    contenders, primary = (BBR_VERSIONS, "bbr") if cc is None else ((str(Path(cc.partition(":")[0]).resolve()) + cc[len(cc.partition(":")[0]):],), _source_label(cc))
+    if cc is None:
+        contenders, primary = BBR_VERSIONS, "bbr"
+    else:
+        spec_cc, primary = user_cc(cc)
+        contenders = (spec_cc,)
     name = "BBR" if cc is None else primary
     progress(f"{NAME}: the {name}-vs-CUBIC grid on the {engine} engine{' (quick)' if quick else ''}")
     flows, info = run_study_sweep(goodput_sweep(quick, contenders), out_dir, engine=engine, jobs=jobs, include_invalid=include_invalid)
