@@ -129,7 +129,7 @@ BBR_LABELS = {"bbr": "BBR", "bbr2": "BBRv2", "bbr3": "BBRv3"}
 def side_label(model: dict[str, Any], bbr: str) -> str:
     """What the side weighed against CUBIC is called: a user's CC by its label (a model from
     `cclab reproduce cao2019 --cc FILE`), else the BBR version."""
-    return str(model.get("contender", BBR_LABELS[bbr])) if bbr == "bbr" else BBR_LABELS[bbr]
+    return str(model.get("contender", BBR_LABELS[bbr])) if bbr == "bbr" else BBR_LABELS.get(bbr, bbr)
 
 
 def version_model(model: dict[str, Any], bbr: str) -> dict[str, Any]:
