@@ -87,13 +87,17 @@ def test_cao2019_latdec_compares_completion_times_of_finite_flows(cao_quick: Pat
     assert (slowest[["fct_s_bbr", "fct_s_cubic"]] < 1.2 * floor_s).all().all()
 
 
-def test_rebbr_quick_shows_cubic_collapsing_under_loss_while_bbr_holds(tmp_path: Path):
-    done = run_cli("reproduce", "rebbr", "--quick", "--out", tmp_path)
+def test_rebbr_quick_shows_cubic_collapsing_under_loss_while_bbr_holds_and_draws_your_cc_beside_them(tmp_path: Path):
+    done = run_cli("reproduce", "rebbr", "--quick", "--cc", EXAMPLES / "cc" / "reno_beta07.bpf.c", "--out", tmp_path)
     assert done.returncode == 0, done.stderr
     curves = pd.read_csv(tmp_path / "curves.csv")
     at = curves.set_index(["cc", "loss"])["goodput_mbps"]
     assert at[("cubic", 0.01)] < 0.1 * at[("cubic", 0.0)]
     assert at[("bbr", 0.01)] > 0.9 * at[("bbr", 0.0)]
+    # The example is loss-based, as Reno: random loss takes its rate as it takes CUBIC's.
+    mine = "reno_beta07.bpf.c:reno_beta07"
+    assert at[(mine, 0.01)] < 0.1 * at[(mine, 0.0)]
+    assert f"| loss | ideal | BBRv1 | BBRv2 | BBRv3 | CUBIC | {mine} |" in (tmp_path / "summary.md").read_text()
     summary = (tmp_path / "summary.md").read_text()
     assert len(re.findall(r"\*\*(holds|does not hold)\*\*", summary)) == 5
     assert (tmp_path / "figures" / "goodput_vs_loss.svg").exists()
@@ -139,9 +143,9 @@ def test_cao2019_with_your_cc_in_bbrs_place_reuses_cubics_runs_and_recommend_nam
 
 
 def test_reproduce_refuses_cc_for_a_study_without_a_place_for_it(tmp_path: Path):
-    done = run_cli("reproduce", "rebbr", "--quick", "--cc", EXAMPLES / "cc" / "reno_beta07.bpf.c", "--out", tmp_path / "r")
+    done = run_cli("reproduce", "cliff", "--quick", "--cc", EXAMPLES / "cc" / "reno_beta07.bpf.c", "--out", tmp_path / "r")
     assert done.returncode == 2
-    assert done.stderr == "error: --cc: the study rebbr has no place for a congestion control of yours; these do: cao2019\n"
+    assert done.stderr == "error: --cc: the study cliff has no place for a congestion control of yours; these do: cao2019, fairness-share, rebbr\n"
     assert not (tmp_path / "r").exists()
 
 

@@ -31,6 +31,7 @@ from cclab.studies._common import (
     run_facts,
     run_study_sweep,
     save,
+    user_cc,
     verdict,
 )
 from cclab.sweep import Sweep
@@ -64,7 +65,7 @@ CLOSE_FRACTION = 0.75
 LOSS_CURVES_FILE = "loss_curves.json"
 
 
-def sweep(quick: bool = False) -> Sweep:
+def sweep(quick: bool = False, ccs: tuple[str, ...] = CCS) -> Sweep:
     return one_flow_loss_sweep(
         NAME,
         duration_s=QUICK_DURATION_S if quick else DURATION_S,
@@ -72,7 +73,7 @@ def sweep(quick: bool = False) -> Sweep:
         rtt_ms=RTT_MS,
         buffer=BUFFER,
         losses=QUICK_LOSSES if quick else LOSSES,
-        flow_axis=("flows.0.cc", list(CCS)),
+        flow_axis=("flows.0.cc", list(ccs)),
     )
 
 
@@ -166,10 +167,16 @@ def loss_curves_json(table: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | None = None, include_invalid: bool = False) -> Path:
+def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | None = None, include_invalid: bool = False,
+        cc: str | None = None) -> Path:
+    """`cc`: a congestion control of the user's (a C source), a curve beside BBR's and CUBIC's."""
     out_dir = Path(out_dir)
+    spec_ccs, shown = CCS, CCS
+    if cc is not None:
+        spec_cc, label = user_cc(cc)
+        spec_ccs, shown = (*CCS, spec_cc), (*CCS, label)
     progress(f"{NAME}: goodput vs random loss on the {engine} engine{' (quick)' if quick else ''}")
-    flows, info = run_study_sweep(sweep(quick), out_dir, engine=engine, jobs=jobs, include_invalid=include_invalid)
+    flows, info = run_study_sweep(sweep(quick, spec_ccs), out_dir, engine=engine, jobs=jobs, include_invalid=include_invalid)
     table = curves(flows)
     table.to_csv(out_dir / "curves.csv", index=False)
     (out_dir / LOSS_CURVES_FILE).write_text(json.dumps(loss_curves_json(table), indent=1) + "\n", encoding="utf-8")
@@ -202,7 +209,7 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
     results = findings(table)
     rows = []
     for loss in sorted(table["loss"].unique()):
-        rows.append([f"{loss * 100:g}%", fmt(float(ideal_goodput_mbps(RATE_MBPS, loss))), *(fmt(_at(table, cc, loss)) for cc in CCS)])
+        rows.append([f"{loss * 100:g}%", fmt(float(ideal_goodput_mbps(RATE_MBPS, loss))), *(fmt(_at(table, c, loss)) for c in shown)])
     text = "\n\n".join(
         [
             f"# {NAME}: goodput vs random loss ({engine} engine)",
@@ -220,7 +227,7 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
             "In this topology random loss happens before the bottleneck queue, so a lost packet never "
             "used the bottleneck: a flow can exceed the (1 - loss) line by up to 1/(1 - loss). A "
             "fraction of the ideal above 100% is therefore possible, not an error.",
-            "## Goodput (Mbit/s)\n\n" + markdown_table(["loss", "ideal", *(cc_label(cc) for cc in CCS)], rows),
+            "## Goodput (Mbit/s)\n\n" + markdown_table(["loss", "ideal", *(cc_label(c) for c in shown)], rows),
             goodput_link,
         ]
     )
