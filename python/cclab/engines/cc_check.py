@@ -111,10 +111,11 @@ def _kernel_build(resolved: dict) -> tuple[bool, str | None]:
 
 
 def _smoke(cc: str) -> dict:
-    import cclab
+    from cclab.engines.sim import SimEngine
+    from cclab.spec import load
 
     try:
-        result = cclab.run({**SMOKE_SPEC, "flows": [{"cc": cc}]}, "sim")
+        result = SimEngine().run(load({**SMOKE_SPEC, "flows": [{"cc": cc}]}))
     except Exception as error:  # the CC failed its run: report, not raise
         return {"error": str(error)}
     flow, series = result.flows.iloc[0], result.flow_series
