@@ -72,9 +72,11 @@ def test_the_userspace_fifo_never_holds_more_than_the_buffer_and_only_tail_drops
     assert max(r["queue_series"]["queue_bytes"]) <= 125_000
     assert bn["aqm"] == "fifo" and bn["aqm_drops"] == 0 and bn["ce_marks"] == 0
     assert bn["drops"] == bn["overflow_drops"] > 0  # CUBIC overflows a 1 BDP buffer
-    # A packet waits at most a full buffer's drain time: 125 kB at 50 Mbit/s = 20 ms.
-    assert bn["sojourn_p99_ms"] <= 20.0 + 1.0
     assert r["flows"][0]["queue_drop_segments"] == bn["drops"]
+    # A packet waits at most a full buffer's drain time, 125 kB at 50 Mbit/s = 20 ms, when the
+    # bottleneck releases on time (a stalled one holds it longer: the run is late then).
+    assert_sound(r["validity"])
+    assert bn["sojourn_p99_ms"] <= 20.0 + 1.0
 
 
 @pytest.fixture(scope="module")
