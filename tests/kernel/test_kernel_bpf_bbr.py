@@ -71,6 +71,7 @@ def test_gain_1_5_keeps_its_rate_at_15_percent_loss_where_gain_1_1_collapses(mon
 def test_a_bpf_flow_is_sampled_without_bbr_info(monkeypatch):
     monkeypatch.delenv(bpf_cc.FORCE_PORT_ENV, raising=False)
     result = run(make_config(bbr_flow(1.5), duration_ns=3_000_000_000))
+    assert_sound(result["validity"])
     series = result["flow_series"]
     assert len(series["cwnd_pkts"]) >= 20 and all(c is not None and c > 0 for c in series["cwnd_pkts"])
     # The port sets sk_pacing_rate; a sample taken before its first ACK has none yet
