@@ -77,7 +77,23 @@ def test_a_source_that_does_not_compile_fails_its_run_in_one_line_and_leaves_not
     spec.write_text('engine = "kernel"\nduration_s = 2\n[bottleneck]\nrate_mbps = 20\nrtt_ms = 20\n[[flows]]\ncc = "broken.bpf.c"\n')
     namespaces_before = kernel_netns.list_cclab_namespaces()
     done = run_cli("run", spec, "--out", tmp_path / "out")
-    assert done.returncode != 0
+    assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("error: compiling broken.bpf.c failed")
+    assert not (tmp_path / "out").exists()
+    assert kernel_netns.list_cclab_namespaces() == namespaces_before and registered_cclab() == []
+
+
+def test_a_source_the_verifier_rejects_fails_with_its_last_words_and_leaves_nothing(tmp_path: Path) -> None:
+    # tests/data/cc/crashes.bpf.c writes through a NULL pointer: clang builds it, the verifier
+    # refuses it at load (the simulator, which has no verifier, fails the run when it crashes).
+    crashes = Path(__file__).parents[1] / "data" / "cc" / "crashes.bpf.c"
+    spec = tmp_path / "crashes.toml"
+    spec.write_text(f'engine = "kernel"\nduration_s = 2\n[bottleneck]\nrate_mbps = 20\nrtt_ms = 20\n[[flows]]\ncc = "{crashes}"\n')
+    namespaces_before = kernel_netns.list_cclab_namespaces()
+    done = run_cli("run", spec, "--out", tmp_path / "out")
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: registering cclab_u") and "the verifier rejected crash_cong_avoid at crashes.bpf.c:" in last, last
+    assert "invalid mem access" in last
     assert not (tmp_path / "out").exists()
     assert kernel_netns.list_cclab_namespaces() == namespaces_before and registered_cclab() == []

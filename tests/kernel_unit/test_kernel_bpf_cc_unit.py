@@ -104,3 +104,23 @@ def test_a_change_in_a_header_beside_the_source_changes_the_cache_key(tmp_path):
     before = bpf_cc.source_bytes(tmp_path / "port.bpf.c")
     header.write_text("#define GAIN 6\n")
     assert bpf_cc.source_bytes(tmp_path / "port.bpf.c") != before
+
+
+def test_the_verifiers_last_words_and_the_source_line_make_the_error_line() -> None:
+    from cclab.engines.kernel.bpf_cc import verifier_words
+
+    log = """libbpf: prog 'crash_cong_avoid': BPF program load failed: Permission denied
+libbpf: prog 'crash_cong_avoid': -- BEGIN PROG LOAD LOG --
+Global function crash_cong_avoid() doesn't return scalar. Only those are supported.
+0: R1=ctx() R10=fp0
+; void BPF_PROG(crash_cong_avoid, struct sock *sk, __u32 ack, __u32 acked) @ cclab_uf5ef450-e8d30445b341a8ec2a95-crashes.bpf.c:17
+0: (79) r1 = *(u64 *)(r1 +16)         ; R1=scalar()
+; *nowhere = acked; @ cclab_uf5ef450-e8d30445b341a8ec2a95-crashes.bpf.c:21
+2: (63) *(u32 *)(r2 +0) = r1
+R2 invalid mem access 'scalar'
+processed 3 insns (limit 1000000) max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0
+-- END PROG LOAD LOG --
+libbpf: prog 'crash_cong_avoid': failed to load: -13
+"""
+    assert verifier_words(log) == "the verifier rejected crash_cong_avoid at crashes.bpf.c:21 (*nowhere = acked;): R2 invalid mem access 'scalar'"
+    assert verifier_words("libbpf: failed to open object: No such file") is None

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from cclab.engines.kernel.errors import KernelEngineError
+from cclab.engines.kernel.errors import KernelEngineError, UserSourceError
 
 #: Every BPF CC cclab registers is named `cclab_...`; BBR at another gain `cclab_bbr<permille>`.
 BPF_PREFIX = "cclab_"
@@ -285,9 +285,36 @@ def object_key(source: bytes, variant: object, release: str, btf_digest: str, de
 def _run(args: list[str], what: str) -> str:
     out = subprocess.run(args, capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
-        tail = " ".join((out.stderr or out.stdout).strip().splitlines()[-3:])
-        raise KernelEngineError(f"{what} failed: {tail}")
+        text = out.stderr or out.stdout
+        rejected = verifier_words(text)
+        if rejected is not None:
+            # A user's source (registered as cclab_u...) is bad input; cclab's own ports are not.
+            raise (UserSourceError if f"{BPF_PREFIX}u" in what else KernelEngineError)(f"{what} failed: {rejected}")
+        raise KernelEngineError(f"{what} failed: {' '.join(text.strip().splitlines()[-3:])}")
     return out.stdout
+
+
+#: libbpf's copy of the verifier's log, and the source line the verifier annotates.
+PROG_LOAD_LOG = re.compile(r"prog '(\w+)': -- BEGIN PROG LOAD LOG --\n(.*?)-- END PROG LOAD LOG --", re.DOTALL)
+SOURCE_LINE = re.compile(r"^; (.*?) @ (?:cclab_u[0-9a-f]+-[0-9a-f]+-)?([^ ]+:\d+)$")
+
+
+def verifier_words(text: str) -> str | None:
+    """The verifier's last words on a program it rejected, with the source line it was at:
+    "the verifier rejected PROG at FILE:LINE (CODE): WORDS", or None without such a log."""
+    match = PROG_LOAD_LOG.search(text)
+    if match is None:
+        return None
+    prog, log = match.group(1), [line for line in match.group(2).splitlines() if line.strip()]
+    words = [line for line in log if not line.startswith(("processed ", "; ")) and not re.match(r"^\d+: ", line)]
+    if not words:
+        return None
+    at = ""
+    for line in log:
+        found = SOURCE_LINE.match(line)
+        if found:
+            at = f" at {found.group(2)} ({found.group(1).strip()})"
+    return f"the verifier rejected {prog}{at}: {words[-1]}"
 
 
 def btf_digest() -> str:

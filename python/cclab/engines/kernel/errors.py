@@ -22,3 +22,10 @@ class KernelPreflightError(KernelEngineError):
     as for any config an engine does not accept (the CLI's 1 is for failures while running)."""
 
     exit_code = 2
+
+
+class UserSourceError(KernelEngineError):
+    """A user's C source that clang or the BPF verifier refuses: bad input, exit status 2,
+    in one line with the file, the line and the compiler's or the verifier's words."""
+
+    exit_code = 2

@@ -25,6 +25,7 @@ import sysconfig
 from pathlib import Path
 
 from cclab.engines.kernel import bpf_cc
+from cclab.engines.kernel.errors import UserSourceError
 from cclab.spec.bpf_source import STRUCT_OPS_MAP, MAP_NAME
 
 USER_PREFIX = f"{bpf_cc.BPF_PREFIX}u"
@@ -106,6 +107,9 @@ def build(bpf_source: dict, cache: Path | None = None) -> Path:
     copy.write_text(text, encoding="utf-8")
     tmp_obj = obj.with_suffix(f".tmp{os.getpid()}")
     args = [*bpf_cc.clang_args(header_dir), f"-I{source.parent}", *_multiarch_include()]
-    bpf_cc._run([*args, "-c", str(copy), "-o", str(tmp_obj)], f"compiling {source.name}")
+    try:
+        bpf_cc._run([*args, "-c", str(copy), "-o", str(tmp_obj)], f"compiling {source.name}")
+    except bpf_cc.KernelEngineError as error:  # the user's C: bad input (exit 2)
+        raise UserSourceError(error.line) from None
     tmp_obj.replace(obj)
     return obj
