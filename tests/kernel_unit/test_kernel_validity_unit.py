@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from cclab.engines.kernel import assemble, probes
 
 RTT_NS = 20_000_000  # 1% of it, 200 us, is the lateness limit
@@ -38,3 +40,15 @@ def test_without_two_cpu_samples_the_reason_makes_no_claim_about_steal() -> None
 def test_cpu_times_reads_idle_steal_and_total_from_proc_stat() -> None:
     idle, steal, total = probes.cpu_times()
     assert 0 <= steal <= total and 0 <= idle <= total
+
+
+def test_drops_too_close_to_the_end_to_be_retransmitted_are_not_counted_against_the_run() -> None:
+    from cclab.engines.kernel.assemble import detection_horizon_s, undetected_drops
+
+    # A 10 BDP queue at 20 ms: RTTs reach 220 ms, so a drop in the last 2 x 0.22 + 0.2 s may
+    # not have been retransmitted when the run ended.
+    horizon_s = detection_horizon_s([{"rtt_max_ms": 220.0}, {"rtt_max_ms": 30.0}])
+    assert horizon_s == pytest.approx(0.64)
+    qs = {"time_s": [9.0, 9.5, 9.8, 10.0], "drops": [50, 10, 20, 10]}
+    assert undetected_drops(qs, horizon_s) == 40  # the samples after 9.36 s
+    assert undetected_drops({"time_s": [], "drops": []}, horizon_s) == 0

@@ -18,6 +18,8 @@ MIN_CPU_IDLE_FRACTION = 0.10
 #: Retransmissions may exceed drops a little (TLP probes, spurious RTO retransmissions).
 RETRANS_MATCH_SLACK_SEGMENTS = 20
 RETRANS_MATCH_SLACK_FRACTION = 0.10
+#: Linux's TCP_RTO_MIN (include/net/tcp.h): a tail drop is retransmitted by the RTO at worst.
+TCP_RTO_MIN_S = 0.200
 
 
 @dataclass
@@ -425,7 +427,24 @@ def bottleneck_reasons(m: Measured) -> list[str]:
     return reasons
 
 
-def validity(m: Measured, flows: list[dict], bn: dict) -> dict:
+def detection_horizon_s(flows: list[dict]) -> float:
+    """How long before the run's end a bottleneck drop may be that its sender had no time to
+    retransmit: two of the longest RTTs the flows saw, queueing included (SACK or RACK see the
+    hole an RTT later, the retransmission then waits behind the queue), and TCP_RTO_MIN for
+    a tail drop."""
+    longest_rtt_ms = max((f.get("rtt_max_ms") or 0.0 for f in flows), default=0.0)
+    return 2 * longest_rtt_ms / 1e3 + TCP_RTO_MIN_S
+
+
+def undetected_drops(qs: dict, horizon_s: float) -> int:
+    """The bottleneck's drops in the last `horizon_s` of its queue samples."""
+    if not qs.get("time_s"):
+        return 0
+    end_s = qs["time_s"][-1]
+    return int(sum(d for t, d in zip(qs["time_s"], qs["drops"], strict=False) if t > end_s - horizon_s))
+
+
+def validity(m: Measured, flows: list[dict], bn: dict, qs: dict | None = None) -> dict:
     reasons = delay_reasons(m) + bottleneck_reasons(m)
     if m.softnet_growth > 0:
         reasons.append(f"/proc/net/softnet_stat drops grew by {m.softnet_growth} (packets lost outside tbf)")
@@ -438,7 +457,9 @@ def validity(m: Measured, flows: list[dict], bn: dict) -> dict:
     retrans = sum(f["retrans_segments"] for f in flows)
     drops = bn["drops"] + bn["random_losses"]
     slack = max(RETRANS_MATCH_SLACK_SEGMENTS, RETRANS_MATCH_SLACK_FRACTION * drops)
-    if retrans < drops - slack or retrans > drops + slack:
+    # Drops too close to the end for their senders to have retransmitted them yet.
+    late = undetected_drops(qs, detection_horizon_s(flows)) if qs is not None else 0
+    if retrans < drops - late - slack or retrans > drops + slack:
         reasons.append(
             f"retransmits ({retrans}) do not match bottleneck drops (overflow {bn['overflow_drops']} + AQM "
             f"{bn['aqm_drops']}) + loss-rule drops ({bn['random_losses']})"

@@ -375,7 +375,7 @@ def _run(  # noqa: PLR0915
     qs = assemble.queue_series(m)
     bn = assemble.bottleneck(m, flow_results, qs)
     # Validity checks the whole run (retransmissions against drops); results report the window.
-    run_validity = assemble.validity(m, flow_results, bn)
+    run_validity = assemble.validity(m, flow_results, bn, qs)
     link_report = changer.report(delay_report) if changer is not None else None
     if link_report is not None:
         reasons = run_validity["reasons"] + link_changes.lateness_reasons(link_report)
