@@ -26,6 +26,7 @@ fn arb_flow(id: u32) -> impl Strategy<Value = FlowConfig> {
             rwnd_bytes: None,
             ecn,
             accecn: false,
+            native_cc: None,
         })
 }
 
