@@ -100,15 +100,15 @@ def assert_sound(validity: dict) -> None:
     warnings.warn(HostTimingWarning("host timing: " + "; ".join(reasons)), stacklevel=2)
 
 
-def run_valid(config: dict) -> dict:
+def kernel_run(config: dict) -> dict:
     """Runs `config` on the kernel engine; the tests assert `assert_sound` on the result."""
     from cclab.engines.kernel import run
 
     return run(config)
 
 
-def run_spec_valid(spec: dict):
-    """`cclab.run(spec, "kernel")`, as `run_valid`, for tests that go through the public API."""
+def kernel_run_spec(spec: dict):
+    """`cclab.run(spec, "kernel")`, as `kernel_run`, for tests that go through the public API."""
     import cclab
 
     return cclab.run(spec, "kernel")

@@ -12,7 +12,7 @@ import pytest
 from cclab.engines.kernel import aqm
 from cclab.engines.kernel import netns as kernel_netns
 from cclab.spec.aqm import resolve_aqm
-from kernelcase import assert_sound, make_config, requires_kernel_engine, run_valid
+from kernelcase import assert_sound, make_config, requires_kernel_engine, kernel_run
 
 pytestmark = requires_kernel_engine
 
@@ -49,8 +49,8 @@ def tbf_and_userspace_fifo() -> tuple[dict, dict]:
     def config() -> dict:
         return make_config(rate_bps=50_000_000, rtt_ns=20_000_000, queue_limit_bytes=125_000, duration_ns=6_000_000_000)
 
-    tbf = run_valid(config())
-    userspace = run_valid(with_aqm(config(), {"kind": "fifo"}, aqm.CCLAB))
+    tbf = kernel_run(config())
+    userspace = kernel_run(with_aqm(config(), {"kind": "fifo"}, aqm.CCLAB))
     return tbf, userspace
 
 
@@ -85,7 +85,7 @@ def bufferbloat_fifo() -> dict:
     # 11 s (K = cbrt(W_max (1 - beta) / C)) to climb back, so the queue stays over 100 ms.
     config = make_config(rate_bps=BLOAT_RATE_BPS, rtt_ns=BLOAT_RTT_NS, queue_limit_bytes=BLOAT_BUFFER_BYTES,
                          duration_ns=10_000_000_000)  # fmt: skip
-    return run_valid(with_aqm(config, {"kind": "fifo"}, aqm.CCLAB))
+    return kernel_run(with_aqm(config, {"kind": "fifo"}, aqm.CCLAB))
 
 
 def test_a_ten_bdp_tail_drop_buffer_holds_cubics_packets_for_hundreds_of_ms(bufferbloat_fifo: dict) -> None:
@@ -100,7 +100,7 @@ def test_a_ten_bdp_tail_drop_buffer_holds_cubics_packets_for_hundreds_of_ms(buff
 def test_codel_keeps_the_median_sojourn_near_its_5_ms_target() -> None:
     config = make_config(rate_bps=BLOAT_RATE_BPS, rtt_ns=BLOAT_RTT_NS, queue_limit_bytes=BLOAT_BUFFER_BYTES,
                          duration_ns=5_000_000_000)  # fmt: skip
-    r = run_valid(with_aqm(config, resolved("codel")))
+    r = kernel_run(with_aqm(config, resolved("codel")))
     assert_sound(r["validity"])
     bn = r["bottleneck"]
     assert bn["sojourn_p50_ms"] < 15.0, bn
@@ -112,7 +112,7 @@ def test_codel_keeps_the_median_sojourn_near_its_5_ms_target() -> None:
 def test_an_ecn_cubic_flow_behind_codel_with_ecn_receives_ce_marks_instead_of_drops() -> None:
     config = make_config([{"cc": "cubic", "ecn": True}], rate_bps=BLOAT_RATE_BPS, rtt_ns=BLOAT_RTT_NS,
                          queue_limit_bytes=BLOAT_BUFFER_BYTES, duration_ns=5_000_000_000)  # fmt: skip
-    r = run_valid(with_aqm(config, resolved("codel", ecn=True)))
+    r = kernel_run(with_aqm(config, resolved("codel", ecn=True)))
     assert_sound(r["validity"])
     flow, bn = r["flows"][0], r["bottleneck"]
     assert flow["ecn"] is True
@@ -162,7 +162,7 @@ def bufferbloat_config(aqm_config: dict, implementation: str | None = None, dura
 def test_fq_codel_cures_the_bufferbloat_of_tail_drop_on_real_tcp_and_the_simulator_agrees(bufferbloat_fifo: dict) -> None:
     # fq_codel settles within a second: 5 s is plenty (the FIFO fixture needs 10 s to fill 10 BDP).
     fq_seconds_ns = 5_000_000_000
-    fq = run_valid(bufferbloat_config(resolved("fq_codel"), aqm.CCLAB, fq_seconds_ns))
+    fq = kernel_run(bufferbloat_config(resolved("fq_codel"), aqm.CCLAB, fq_seconds_ns))
     assert_sound(fq["validity"])
     assert_sound(bufferbloat_fifo["validity"])
     assert fq["provenance"]["aqm"] == {**fq["provenance"]["aqm"], "kind": "fq_codel", "implementation": "cclab"}
@@ -182,7 +182,7 @@ def test_fq_codel_cures_the_bufferbloat_of_tail_drop_on_real_tcp_and_the_simulat
 def test_dualpi2_holds_cubic_near_its_classic_target_in_the_userspace_bottleneck_as_in_the_simulator() -> None:
     # This kernel has no sch_dualpi2, nor a sender of ECT(1): the classic queue on both engines.
     config = make_config(rate_bps=50_000_000, rtt_ns=20_000_000, queue_limit_bytes=500_000, duration_ns=5_000_000_000)
-    r = run_valid(with_aqm(config, resolved("dualpi2"), aqm.CCLAB))
+    r = kernel_run(with_aqm(config, resolved("dualpi2"), aqm.CCLAB))
     assert_sound(r["validity"])
     assert r["provenance"]["aqm"]["kind"] == "dualpi2" and r["provenance"]["aqm"]["implementation"] == "cclab"
     sim = simulated(with_aqm(config, resolved("dualpi2")))
@@ -196,7 +196,7 @@ def test_dualpi2_holds_cubic_near_its_classic_target_in_the_userspace_bottleneck
 
 def test_a_flow_without_ecn_does_not_negotiate_it_beside_one_that_does(tbf_and_userspace_fifo: tuple) -> None:
     config = make_config([{"cc": "cubic", "ecn": True}, {"cc": "cubic", "ecn": False}], duration_ns=2_000_000_000)
-    r = run_valid(config)
+    r = kernel_run(config)
     assert [f["ecn"] for f in r["flows"]] == [True, False]
     assert_sound(r["validity"])
 
@@ -205,7 +205,7 @@ def test_a_flow_without_ecn_does_not_negotiate_it_beside_one_that_does(tbf_and_u
 def test_the_kernels_fq_codel_under_tbf_keeps_the_queue_short_and_reports_its_counters() -> None:
     config = make_config([{"cc": "cubic", "ecn": True}], rate_bps=BLOAT_RATE_BPS, rtt_ns=BLOAT_RTT_NS,
                          queue_limit_bytes=BLOAT_BUFFER_BYTES, duration_ns=10_000_000_000)  # fmt: skip
-    r = run_valid(with_aqm(config, resolved("fq_codel")))
+    r = kernel_run(with_aqm(config, resolved("fq_codel")))
     assert r["provenance"]["aqm"]["implementation"] == "kernel"
     assert_sound(r["validity"])
     bn = r["bottleneck"]

@@ -17,7 +17,7 @@ import pytest
 from cclab.engines.kernel import bpf_cc, run
 from cclab.engines.kernel.kconfig import kernel_config
 from cclab.engines.kernel.runlock import exclusive_run
-from kernelcase import assert_sound, make_config, requires_kernel_engine, run_valid
+from kernelcase import assert_sound, make_config, requires_kernel_engine, kernel_run
 
 pytestmark = [
     requires_kernel_engine,
@@ -53,8 +53,8 @@ def nothing_registered() -> bool:
 
 def test_gain_1_5_keeps_its_rate_at_15_percent_loss_where_gain_1_1_collapses(monkeypatch):
     monkeypatch.delenv(bpf_cc.FORCE_PORT_ENV, raising=False)
-    high = run_valid(make_config(bbr_flow(1.5), **CLIFF_SCENARIO))
-    low = run_valid(make_config(bbr_flow(1.1), **CLIFF_SCENARIO))
+    high = kernel_run(make_config(bbr_flow(1.5), **CLIFF_SCENARIO))
+    low = kernel_run(make_config(bbr_flow(1.1), **CLIFF_SCENARIO))
     assert_sound(high["validity"])
     assert_sound(low["validity"])
     assert list(high["provenance"]["bpf_congestion_controls"]) == ["cclab_bbr1500"]

@@ -15,7 +15,7 @@ from cclab.engines.kernel import bpf_cc
 from cclab.engines.kernel import netns as kernel_netns
 from kernelcase import BBR_PORT_SCENARIO as SCENARIO
 from kernelcase import assert_sound, assert_walks_v2_v3_states
-from kernelcase import cclab_struct_ops, make_config, requires_kernel_engine, root_qdiscs, run_valid
+from kernelcase import cclab_struct_ops, make_config, requires_kernel_engine, root_qdiscs, kernel_run
 
 pytestmark = [
     requires_kernel_engine,
@@ -40,13 +40,13 @@ def clean_run(request: pytest.FixtureRequest) -> tuple[str, dict, str, list[str]
     version = request.param
     qdiscs_before = root_qdiscs()
     namespaces_before = kernel_netns.list_cclab_namespaces()
-    result = run_valid(make_config(flows(version), **SCENARIO))
+    result = kernel_run(make_config(flows(version), **SCENARIO))
     return version, result, qdiscs_before, namespaces_before
 
 
 @pytest.fixture(scope="module")
 def lossy_bbr1() -> dict:
-    return run_valid(make_config([{"cc": "bbr", "probe_bw_gain": 1.25}], **LOSSY))
+    return kernel_run(make_config([{"cc": "bbr", "probe_bw_gain": 1.25}], **LOSSY))
 
 
 def test_the_port_runs_in_place_of_the_missing_native_version(clean_run):
@@ -87,7 +87,7 @@ def test_nothing_of_the_run_is_left_behind(clean_run):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_port_backs_off_at_5_percent_random_loss_where_bbr1_does_not(version: str, lossy_bbr1: dict):
-    lossy = run_valid(make_config(flows(version), **LOSSY))
+    lossy = kernel_run(make_config(flows(version), **LOSSY))
     assert_sound(lossy["validity"])
     assert_sound(lossy_bbr1["validity"])
     # v1 ignores random loss (its policer detector needs 20%); v2 and v3 cut bw_lo and

@@ -10,7 +10,7 @@ import pytest
 
 import cclab
 from cclab.engines.kernel import bpf_cc
-from kernelcase import assert_sound, requires_kernel_engine, run_spec_valid
+from kernelcase import assert_sound, requires_kernel_engine, kernel_run_spec
 
 pytestmark = [
     requires_kernel_engine,
@@ -33,7 +33,7 @@ DUALPI2_SPEC = {"duration_s": 6, "bottleneck": {"rate_mbps": 50, "rtt_ms": 20, "
 
 @pytest.fixture(scope="module")
 def behind_the_step() -> tuple[cclab.RunResult, cclab.RunResult]:
-    return run_spec_valid(STEP_SPEC), cclab.run(STEP_SPEC, "sim")
+    return kernel_run_spec(STEP_SPEC), cclab.run(STEP_SPEC, "sim")
 
 
 def test_the_kernels_own_dctcp_runs_where_it_has_one_else_the_bpf_port(behind_the_step) -> None:
@@ -72,7 +72,7 @@ def test_dctcp_keeps_the_link_full_while_many_of_its_packets_are_marked_on_both_
 def test_dctcp_behind_the_userspace_dualpi2_agrees_with_the_simulator_within_10_percent() -> None:
     # DCTCP sends ECT(0): DualPI2 classifies it as classic and marks it with p_C = (p')^2;
     # the PI controller then holds the classic queue near its 15 ms target on both engines.
-    kernel, sim = run_spec_valid(DUALPI2_SPEC), cclab.run(DUALPI2_SPEC, "sim")
+    kernel, sim = kernel_run_spec(DUALPI2_SPEC), cclab.run(DUALPI2_SPEC, "sim")
     assert_sound(kernel.validity)
     assert kernel.provenance["aqm"]["kind"] == "dualpi2"
     g_kernel, g_sim = kernel.flows.iloc[0]["goodput_mbps"], sim.flows.iloc[0]["goodput_mbps"]

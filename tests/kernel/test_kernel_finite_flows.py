@@ -10,7 +10,7 @@ import pytest
 from cclab.engines.kernel import run
 from cclab.engines.kernel.finite import IPERF3_COOKIE_BYTES, TCP_ACK, TCP_SYN, is_syn_from, seq_at_or_after, tcp_segment
 from cclab.engines.kernel.traffic import block_bytes
-from kernelcase import assert_sound, make_config, requires_kernel_engine, run_valid
+from kernelcase import assert_sound, make_config, requires_kernel_engine, kernel_run
 
 FRAME_BYTES = 1514
 PAYLOAD_BYTES = 1448
@@ -28,7 +28,7 @@ def floor_fct_s(size_bytes: int) -> float:
 def one_flow_result() -> dict:
     config = make_config([{"cc": "cubic", "size_bytes": 5_000_000}], queue_limit_bytes=ONE_BDP_BYTES,
                          duration_ns=4_000_000_000)  # fmt: skip
-    return run_valid(config)
+    return kernel_run(config)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_a_flow_too_big_for_the_run_is_stopped_at_its_end_and_counts_only_bytes_
     duration_s = 2.0
     config = make_config([{"cc": "cubic", "size_bytes": 50_000_000}], queue_limit_bytes=ONE_BDP_BYTES,
                          duration_ns=int(duration_s * 1e9))  # fmt: skip
-    result = run_valid(config)
+    result = kernel_run(config)
     flow = result["flows"][0]
     assert flow["completed"] is False
     assert flow["fct_s"] is None

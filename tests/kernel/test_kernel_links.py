@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cclab
-from kernelcase import assert_sound, requires_kernel_engine, run_spec_valid
+from kernelcase import assert_sound, requires_kernel_engine, kernel_run_spec
 
 pytestmark = requires_kernel_engine
 TRACE = Path(__file__).resolve().parents[2] / "examples" / "traces" / "step_20_4_20mbit.trace"
@@ -44,7 +44,7 @@ def scheduled() -> cclab.RunResult:
     # 6 s the rate returns and 1% random loss begins.
     spec = {"duration_s": 9, "bottleneck": {"rate_mbps": 50, "rtt_ms": 20, "schedule": [
         {"at_s": 3, "rate_mbps": 10, "rtt_ms": 60}, {"at_s": 6, "rate_mbps": 50, "loss": 0.01}]}, "flows": [{"cc": "cubic"}]}  # fmt: skip
-    return run_spec_valid(spec)
+    return kernel_run_spec(spec)
 
 
 def test_a_scheduled_rate_change_reaches_tbf_within_a_few_ms_and_the_flow_follows_it(scheduled: cclab.RunResult) -> None:
@@ -80,7 +80,7 @@ def test_random_loss_begins_at_its_time_and_is_counted(scheduled: cclab.RunResul
 
 def test_a_trace_replays_in_the_userspace_bottleneck_as_in_the_simulator() -> None:
     spec = {"duration_s": 20, "bottleneck": {"trace": str(TRACE), "rtt_ms": 40, "buffer": "1bdp"}, "flows": [{"cc": "cubic"}]}
-    kernel, sim = run_spec_valid(spec), cclab.run(spec, "sim")
+    kernel, sim = kernel_run_spec(spec), cclab.run(spec, "sim")
     assert_sound(kernel.validity)
     assert kernel.provenance["aqm"]["implementation"] == "cclab"
     assert kernel.provenance["link_changes"]["trace"].startswith("userspace bottleneck")

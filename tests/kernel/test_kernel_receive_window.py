@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cclab import _sim
-from kernelcase import make_config, requires_kernel_engine, run_valid
+from kernelcase import make_config, requires_kernel_engine, kernel_run
 
 pytestmark = requires_kernel_engine
 
@@ -38,7 +38,7 @@ def test_the_long_rtt_flow_waits_for_the_receive_window_on_both_engines(bbr_pair
     assert sum(held_by_the_window(sim) for sim in sims) >= 7, sim_seen
     seen = []
     for _ in range(KERNEL_ATTEMPTS):
-        kernel = run_valid(bbr_pair_1_to_4)
+        kernel = kernel_run(bbr_pair_1_to_4)
         assert all(0 <= f["rwnd_limited_ms"] <= DURATION_S * 1000 for f in kernel["flows"])
         seen.append([f["rwnd_limited_ms"] for f in kernel["flows"]])
         if held_by_the_window(kernel):

@@ -16,7 +16,7 @@ import cclab
 from cclab.engines.kernel import bpf_cc
 from cclab.engines.kernel import netns as kernel_netns
 from conftest import EXAMPLES, run_cli
-from kernelcase import assert_sound, requires_kernel_engine, run_spec_valid
+from kernelcase import assert_sound, requires_kernel_engine, kernel_run_spec
 
 pytestmark = [
     requires_kernel_engine,
@@ -39,7 +39,7 @@ def test_users_sources_in_both_styles_run_under_their_hashes_and_nothing_stays_r
     # (structs in a header beside it) with two maps, of which the flow picks the first.
     source = EXAMPLES / "cc" / "reno_beta07.bpf.c"
     spec = {"duration_s": 3, "bottleneck": {"rate_mbps": 20, "rtt_ms": 20}, "flows": [{"cc": str(source)}, {"cc": f"{OLD_STYLE}:halving"}]}
-    result = run_spec_valid(spec)
+    result = kernel_run_spec(spec)
     assert_sound(result.validity)
     flows = result.flows.set_index("cc")
     assert list(flows.index) == ["reno_beta07.bpf.c:reno_beta07", "halving.bpf.c:halving"]
@@ -61,7 +61,7 @@ def test_a_window_held_at_20_packets_delivers_20_segments_per_rtt_on_both_engine
     fixed = Path(__file__).parents[1] / "data" / "cc" / "fixed_window.bpf.c"
     spec = {"duration_s": 4, "output": {"warmup_s": 1}, "bottleneck": {"rate_mbps": 100, "rtt_ms": 40, "buffer": "1bdp"},
             "flows": [{"cc": str(fixed)}]}  # fmt: skip
-    kernel = run_spec_valid(spec)
+    kernel = kernel_run_spec(spec)
     assert_sound(kernel.validity)
     for result in (kernel, cclab.run(spec, "sim")):
         flow = result.flows.iloc[0]

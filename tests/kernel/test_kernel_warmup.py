@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelcase import assert_sound, make_config, requires_kernel_engine, run_valid
+from kernelcase import assert_sound, make_config, requires_kernel_engine, kernel_run
 
 pytestmark = requires_kernel_engine
 
@@ -14,7 +14,7 @@ def warm() -> dict:
     # Two CUBIC flows, 20 Mbit/s, 20 ms, 1 BDP, 6 s; the first 2 s are the warm-up.
     config = make_config([{"cc": "cubic"}, {"cc": "cubic"}], rate_bps=20_000_000, queue_limit_bytes=50_000, duration_ns=6_000_000_000)
     config["warmup_ns"] = 2_000_000_000
-    return run_valid(config)
+    return kernel_run(config)
 
 
 def test_kernel_metrics_cover_the_window_after_the_warmup_and_keep_the_whole_run(warm: dict) -> None:

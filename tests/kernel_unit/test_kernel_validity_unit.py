@@ -52,3 +52,21 @@ def test_drops_too_close_to_the_end_to_be_retransmitted_are_not_counted_against_
     qs = {"time_s": [9.0, 9.5, 9.8, 10.0], "drops": [50, 10, 20, 10]}
     assert undetected_drops(qs, horizon_s) == 40  # the samples after 9.36 s
     assert undetected_drops({"time_s": [], "drops": []}, horizon_s) == 0
+
+
+def test_kernel_tests_accept_a_run_late_for_host_timing_but_never_one_whose_accounting_fails() -> None:
+    import warnings
+
+    import kernelcase
+
+    kernelcase.LATE_RUNS.clear()
+    kernelcase.assert_sound({"valid": True, "reasons": []})
+    assert kernelcase.LATE_RUNS == []
+    late = "delay line p99 lateness 2177 us exceeds 1% of the RTT (200 us); the hypervisor took 12.3% of the CPU time meanwhile"
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        kernelcase.assert_sound({"valid": False, "reasons": [late]})
+    assert kernelcase.LATE_RUNS == [late] and issubclass(shown[0].category, kernelcase.HostTimingWarning)
+    with pytest.raises(AssertionError):
+        kernelcase.assert_sound({"valid": False, "reasons": [late, "retransmits (91) do not match bottleneck drops (overflow 121 + AQM 0) + loss-rule drops (0)"]})
+    kernelcase.LATE_RUNS.clear()

@@ -246,6 +246,8 @@ impl NativeCc {
 impl Drop for NativeCc {
     fn drop(&mut self) {
         if self.library.has(Op::Release) {
+            // The flow's state is gone by now (TCP drops its CC last); `release` frees what
+            // the CC holds and, as every tcp_congestion_ops in Linux, reads no window.
             let mut tcp = TcpState::new(1448);
             self.call(&mut tcp, Op::Release, 0, 0, std::ptr::null());
         }

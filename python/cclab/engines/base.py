@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cclab.errors import EngineUnavailable
@@ -57,3 +59,8 @@ def get_engine(name: str) -> Engine:
         raise EngineUnavailable(f"engine {json.dumps(name)} is not available: {error}") from None
     engine: Engine = engine_class()
     return engine
+
+
+def cache_root() -> Path:
+    """Where engines keep what they build once and reuse (BPF objects, users' native CCs)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "cclab"

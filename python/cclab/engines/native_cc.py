@@ -19,8 +19,10 @@ import os
 import re
 import shutil
 import subprocess
+from functools import lru_cache
 from pathlib import Path
 
+from cclab.engines.base import cache_root
 from cclab.errors import SpecError
 
 SHIM_DIR = Path(__file__).resolve().parents[3] / "crates" / "cclab-cc" / "shim"
@@ -34,6 +36,7 @@ SHIM_KFUNCS = frozenset({"tcp_reno_cong_avoid", "tcp_reno_ssthresh", "tcp_reno_u
 HELPER_DECLARATION = re.compile(r"^\w[\w\s\*]*?\b(bpf_\w+)\s*\(", re.MULTILINE)
 
 
+@lru_cache(maxsize=1)
 def shim_helpers() -> frozenset[str]:
     """The helpers the shim declares in bpf/bpf_helpers.h (bridge.c defines them)."""
     return frozenset(HELPER_DECLARATION.findall((SHIM_DIR / "include" / "bpf" / "bpf_helpers.h").read_text()))
@@ -44,12 +47,13 @@ class NativeBuildError(SpecError):
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "cclab" / "native"
+    return cache_root() / "native"
 
 
+@lru_cache(maxsize=1)
 def shim_digest() -> str:
-    """sha256 of every file of the shim: a change to it rebuilds every library."""
+    """sha256 of every file of the shim: a change to it rebuilds every library. Read once per
+    process (a sweep's worker asks for it twice per run)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in SHIM_DIR.rglob("*") if p.is_file()):
         digest.update(str(path.relative_to(SHIM_DIR)).encode() + b"\0" + path.read_bytes())

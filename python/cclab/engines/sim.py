@@ -81,10 +81,9 @@ class SimEngine:
             if config.get("receive_window_autotuning", True)
             else "none: the receiver never limits its sender"
         )
-        if libraries:
-            result["provenance"] = {**result.get("provenance", {}), **_native_provenance(config, libraries)}
         result["provenance"] = {
             **result.get("provenance", {}),
+            **(_native_provenance(config, libraries) if libraries else {}),
             "jitter": {"ack_mean_ns": jitter_ns, "stall_per_packet": stall_per_packet, "model": model},
             "receive_window": window,
         }

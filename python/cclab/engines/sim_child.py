@@ -1,7 +1,8 @@
 """`python -m cclab.engines.sim_child`: one simulation in a process of its own, for a run
 whose congestion control is a user's native library (engines/native_cc.py). The resolved
 config arrives on stdin, the result leaves on stdout; a config the simulator refuses exits
-with status 3 and its one line on stderr, a run the user's CC broke (a window of 0) with 4. A crash in the user's code ends this process only.
+with status 3 and its one line on stderr, a run the user's CC broke (a window of 0) with 4.
+A crash in the user's code ends this process only.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from cclab.engines.base import cache_root
 from cclab.engines.kernel.errors import KernelEngineError, UserSourceError
 
 #: Every BPF CC cclab registers is named `cclab_...`; BBR at another gain `cclab_bbr<permille>`.
@@ -252,8 +253,7 @@ def _has_tcp_struct_ops() -> bool:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "cclab" / "bpf"
+    return cache_root() / "bpf"
 
 
 def kernel_defines(config: dict[str, str]) -> dict[str, int]:
