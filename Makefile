@@ -53,17 +53,16 @@ browser-deps:
 	@command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 test: install browser-deps
-	# The kernel engine's tests (tests/kernel) run real time and need a quiet machine: alone, one at a time,
-	# and so do the tests that assert on wall-clock time. The rest are CPU-bound: one pytest
+	# The kernel engine's tests (tests/kernel) run real time and need a quiet machine: alone, one at
+	# a time (no other test asserts on wall-clock time: bench/ measures that). The rest are CPU-bound: one pytest
 	# worker per core, a file to a worker (module fixtures run once), with the Rust tests
 	# compiling and running beside them, which fills the cores the last files leave idle.
 	# cclab-py links against libpython only when loaded by Python: the pytest suite tests it.
 	# Every part runs even if one fails; the Rust tests' output follows pytest's. Incremental
 	# builds only cost a one-off build.
 	status=0; $(VENV)/bin/pytest tests/kernel || status=$$?; \
-	$(VENV)/bin/pytest -m wall_clock --ignore=tests/kernel || status=$$?; \
 	CARGO_INCREMENTAL=0 cargo test --workspace --exclude cclab-py > target/cargo-test.log 2>&1 & cargo=$$!; \
-	$(VENV)/bin/pytest -n auto --dist loadfile -m "not wall_clock" --ignore=tests/kernel || status=$$?; \
+	$(VENV)/bin/pytest -n auto --dist loadfile --ignore=tests/kernel || status=$$?; \
 	wait $$cargo || status=$$?; cat target/cargo-test.log; exit $$status
 
 run: install

@@ -150,3 +150,22 @@ def test_the_summary_shows_each_flow_and_the_bottleneck(result: RunResult) -> No
     assert "utilization 97.0%" in text
     # 80,000.5 B of backlog at 50 Mbit/s is 12.8 ms of queueing delay.
     assert "mean 80,000 B (12.80 ms)" in text
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("spec", [
+    {"duration_s": 1, "bottleneck": {"rate_mbps": 20, "rtt_ms": 20, "aqm": "dualpi2"}, "flows": [{"cc": "dctcp", "ecn": True}, {"cc": "cubic"}]},
+    {"duration_s": 1, "bottleneck": {"rate_mbps": 20, "rtt_ms": 20, "buffer": "0.2bdp"}, "flows": [{"cc": "bbr3"}, {"cc": "reno", "size": "50KB"}]},
+])  # fmt: skip
+def test_tables_built_at_their_types_equal_a_frame_typed_column_by_column(spec: dict) -> None:
+    # `_table` builds each column at its type in one step; reading a stored result types a
+    # frame column by column (`_typed`): both must give the same frame, nulls and types included.
+    from cclab import _sim
+    from cclab.spec import load
+
+    output = json.loads(_sim.run_json(json.dumps(load(spec).resolve()), None))
+    tables = {"flows": (results._rows_to_columns(output["flows"]), results.FLOW_COLUMNS)}
+    tables.update({name: (output[name], schema) for name, schema in results._TABLES.items()})
+    for name, (columns, schema) in tables.items():
+        typed_by_column = results._typed(pd.DataFrame({key: list(values) for key, values in columns.items()}), schema)
+        pd.testing.assert_frame_equal(results._table(columns, schema), typed_by_column, check_exact=True, obj=name)

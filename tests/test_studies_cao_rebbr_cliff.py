@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from cclab.analysis import decision_tree as dt
-from cclab.studies import discover
+from cclab.studies import discover, names
 from conftest import EXAMPLES, run_cli
 
 pytestmark = pytest.mark.sim
@@ -20,10 +22,22 @@ pytestmark = pytest.mark.sim
 
 def test_studies_are_discovered_with_a_description_and_a_run_function():
     studies = discover()
+    assert list(studies) == names()
     for name in ("cao2019", "rebbr", "cliff"):
         assert studies[name].NAME == name
         assert studies[name].DESCRIPTION
         assert callable(studies[name].run)
+
+
+def test_a_study_is_found_without_importing_the_others_or_scikit_learn():
+    # Each study imports pandas, matplotlib or scipy; `reproduce` of one (and its refusals)
+    # should pay for that one only, and the decision tree's scikit-learn only when it fits one.
+    probe = (
+        "import sys; from cclab.studies import get_study, names; assert get_study('rebbr').NAME == 'rebbr'; "
+        "print(sorted(m for m in sys.modules if m.startswith('cclab.studies.') or m.split('.')[0] in ('sklearn', 'scipy')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "['cclab.studies._common', 'cclab.studies.rebbr']"
 
 
 def test_an_unknown_study_is_one_line_listing_the_known_ones_with_exit_2(tmp_path: Path):

@@ -258,7 +258,6 @@ def reproduce(
 ) -> None:
     """Reproduce a paper's study: run its sweep, write figures (PNG, SVG), summary.md and report.html."""
     from cclab.executor_choice import use_executor
-    from cclab.report import write_report
     from cclab.studies import get_study, run_study, study_cc
 
     try:
@@ -271,6 +270,8 @@ def reproduce(
         out_dir = out if out is not None else Path("out") / name
         with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
             summary_path = run_study(study, out_dir, seeds=seeds, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid, **options)
+        from cclab.report import write_report  # pandas and plotting: not on the refusals' path
+
         report_path = write_report(out_dir)
     except CclabError as error:
         _fail(error)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from cclab.analysis.steady import verdict_of
@@ -221,8 +222,27 @@ class RunResult:
 
 
 def _table(columns: Mapping[str, list[Any]], schema: dict[str, str]) -> pd.DataFrame:
-    """A DataFrame from column lists, with the schema's types; extra columns are kept."""
-    return _typed(pd.DataFrame({name: list(values) for name, values in columns.items()}), schema)
+    """A DataFrame from column lists, with the schema's types; extra columns are kept.
+
+    Each column is built at its type in one step (numpy for the plain types, `pd.array` for
+    the nullable ones) rather than typed column by column in a frame, which cost 65 ms a run,
+    more than a short simulation. Same values and types as `_typed` gives (tested)."""
+    rows = max((len(values) for values in columns.values()), default=0)
+    typed: dict[str, Any] = {}
+    for name, dtype in schema.items():
+        values = columns.get(name, [None] * rows)  # a column the engine lacks is null
+        if len(values) != rows:
+            raise ValueError(f"column {name!r} has {len(values)} values, others {rows}")
+        if dtype in ("float64", "int64", "bool"):
+            if dtype == "int64" and any(value is None for value in values):
+                raise TypeError(f"column {name!r} has a missing value but type {dtype}")
+            typed[name] = np.asarray(values, dtype=dtype)
+        else:
+            typed[name] = pd.array(values, dtype=dtype)
+    for name, values in columns.items():
+        if name not in schema:
+            typed[name] = list(values)
+    return pd.DataFrame(typed, copy=False)
 
 
 def _typed(frame: pd.DataFrame, schema: dict[str, str]) -> pd.DataFrame:

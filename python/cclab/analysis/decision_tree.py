@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from sklearn.model_selection import KFold, StratifiedKFold, cross_val_score, train_test_split
-from sklearn.tree import DecisionTreeClassifier, plot_tree
 
-from cclab.analysis.figures import new_figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from sklearn.model_selection import KFold, StratifiedKFold
+    from sklearn.tree import DecisionTreeClassifier
+
+# scikit-learn (with scipy) and matplotlib are imported where a tree is fitted or drawn:
+# together about 2.5 s, which `cclab recommend` (a walk of the stored tree) and every
+# `cclab reproduce` before its runs start would otherwise pay.
 
 NETWORK_KEYS = ("rate_mbps", "rtt_ms", "buffer_bytes")
 PAIRED_METRICS = ("goodput_mbps", "retrans_segments", "data_segments_sent", "bottleneck_utilization", "fct_s")
@@ -119,10 +123,14 @@ class TreeFit:
 
 
 def new_classifier(seed: int = 0) -> DecisionTreeClassifier:
+    from sklearn.tree import DecisionTreeClassifier
+
     return DecisionTreeClassifier(max_depth=MAX_DEPTH, min_samples_leaf=MIN_SAMPLES_LEAF, random_state=seed)
 
 
 def _folds(labels: np.ndarray, seed: int) -> KFold | StratifiedKFold:
+    from sklearn.model_selection import KFold, StratifiedKFold
+
     _, counts = np.unique(labels, return_counts=True)
     splits = min(CV_FOLDS, len(labels))
     if len(counts) > 1 and counts.min() >= splits:
@@ -134,6 +142,8 @@ def _folds(labels: np.ndarray, seed: int) -> KFold | StratifiedKFold:
 def fit_tree(table: pd.DataFrame, features: Sequence[str] = PAPER_FEATURES, *, seed: int = 0) -> TreeFit:
     """Fit the tree on a 75/25 split of `paired_table` rows and cross-validate it (5 folds
     over all rows). Raises ValueError when there are too few rows to split."""
+    from sklearn.model_selection import cross_val_score, train_test_split
+
     if len(table) < 4:
         raise ValueError(f"a decision tree needs at least 4 networks, got {len(table)}")
     X = table[list(features)].to_numpy(dtype=float)
@@ -180,6 +190,10 @@ def accuracy_across_seeds(tables: dict[int, pd.DataFrame], features: Sequence[st
 def tree_figure(fit: TreeFit, title: str) -> Figure:
     """The tree drawn like the paper's Figure 4: condition, samples, class counts, decision;
     orange for BBR, blue for CUBIC, colour intensity from the Gini impurity."""
+    from sklearn.tree import plot_tree
+
+    from cclab.analysis.figures import new_figure
+
     depth = fit.model.get_depth()
     leaves = fit.model.get_n_leaves()
     figure = new_figure(max(10.0, 2.4 * leaves), 2.4 * (depth + 1) + 1.0)
