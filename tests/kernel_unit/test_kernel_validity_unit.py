@@ -42,6 +42,45 @@ def test_cpu_times_reads_idle_steal_and_total_from_proc_stat() -> None:
     assert 0 <= steal <= total and 0 <= idle <= total
 
 
+class _Waits:
+    def __init__(self, waited_s: dict[str, float]) -> None:
+        self._waited_s = waited_s
+
+    def waited_s(self) -> dict[str, float]:
+        return self._waited_s
+
+
+def _busy_machine(waited_s: dict[str, float]) -> SimpleNamespace:
+    # (t, idle, steal, total) jiffies: 2% idle over a 4 s run.
+    return SimpleNamespace(sampler=SimpleNamespace(cpu=[(0.0, 0, 0, 0), (4.0, 16, 0, 800)], cpu_wait=_Waits(waited_s)), wall_s=4.0)
+
+
+def test_a_busy_machine_invalidates_a_run_only_when_its_own_tasks_waited_for_a_cpu() -> None:
+    # Beside a SCHED_IDLE job the machine is never idle, but the run's tasks do not wait.
+    quiet = _busy_machine({"iperf3 sender": 0.02, "ksoftirqd/1": 0.05, "iperf3 receiver": 0.6, "delay line": 0.01})
+    assert assemble.longest_cpu_wait(quiet) == ("ksoftirqd/1", 0.0125)
+    assert assemble.cpu_idle_fraction(quiet) == 0.02
+    # The receivers' wait (0.6 s of 4) is left out: it does not tell other load apart.
+    held_up = _busy_machine({"iperf3 sender": 0.02, "ksoftirqd/1": 1.0, "iperf3 receiver": 0.6})
+    assert assemble.longest_cpu_wait(held_up) == ("ksoftirqd/1", 0.25)
+
+
+def test_a_tasks_wait_for_a_cpu_is_read_from_its_schedstat_and_grows_only() -> None:
+    import os
+    import time
+
+    wait = probes.CpuWait()
+    wait.watch(os.getpid(), "this test")
+    start = time.process_time()
+    while time.process_time() - start < 0.05:
+        pass
+    wait.sample()
+    wait.watch(2**22 + 12345, "gone")  # no such task: not watched
+    (waited_s,) = wait.waited_s().values()
+    assert 0.0 <= waited_s < 5.0 and list(wait.waited_s()) == ["this test"]
+    assert probes.run_delay_ns(os.getpid()) is not None and probes.run_delay_ns(2**22 + 12345) is None
+
+
 def test_drops_too_close_to_the_end_to_be_retransmitted_are_not_counted_against_the_run() -> None:
     from cclab.engines.kernel.assemble import detection_horizon_s, undetected_drops
 

@@ -15,6 +15,14 @@ from cclab.engines.kernel.traffic import ClientReport, FlowPlan
 #: Validity thresholds (shared/kernel-testbed-notes.md, "Check every run for validity").
 MAX_LATENESS_FRACTION_OF_RTT = 0.01
 MIN_CPU_IDLE_FRACTION = 0.10
+#: ...but a busy machine only disturbs a run whose own tasks then wait for a CPU: a sender,
+#: ksoftirqd or the delay line runnable but waiting this share of the run's wall time. Measured
+#: here over 3-4 s runs at 50 Mbit/s: at most 3.4% alone; beside two busy SCHED_IDLE processes
+#: (machine idle 1-2%) at most 2.2%, with the delay line on time; beside two busy nice-0 ones
+#: up to 27% (ksoftirqd); four flows at 1.5 Gbit/s load the machine themselves to 12-13%.
+#: The iperf3 receivers are left out: they waited 0.1-0.6 s per run alone as beside either load,
+#: so their wait does not tell other load apart.
+MAX_CPU_WAIT_FRACTION = 0.10
 #: Retransmissions may exceed drops a little (TLP probes, spurious RTO retransmissions).
 RETRANS_MATCH_SLACK_SEGMENTS = 20
 RETRANS_MATCH_SLACK_FRACTION = 0.10
@@ -465,8 +473,12 @@ def validity(m: Measured, flows: list[dict], bn: dict, qs: dict | None = None) -
             f"{bn['aqm_drops']}) + loss-rule drops ({bn['random_losses']})"
         )
     idle = cpu_idle_fraction(m)
-    if idle is not None and idle < MIN_CPU_IDLE_FRACTION:
-        reasons.append(f"machine CPU idle {idle:.0%} is below {MIN_CPU_IDLE_FRACTION:.0%}")
+    waited = longest_cpu_wait(m)
+    if idle is not None and idle < MIN_CPU_IDLE_FRACTION and waited is not None and waited[1] > MAX_CPU_WAIT_FRACTION:
+        reasons.append(
+            f"machine CPU idle {idle:.0%} is below {MIN_CPU_IDLE_FRACTION:.0%} and the run's {waited[0]} waited "
+            f"{waited[1]:.0%} of the run for a CPU"
+        )
     for p, ecn in zip(m.plans, m.ecn_of_flow, strict=False):
         negotiated = next((f["ecn"] for f in flows if f["flow_id"] == p.flow_id), None)
         if negotiated is not None and negotiated != ecn:
@@ -479,6 +491,15 @@ def validity(m: Measured, flows: list[dict], bn: dict, qs: dict | None = None) -
         if error and p.flow_id not in m.cut_at_end:
             reasons.append(f"flow {p.flow_id}: the receiver failed: {error}")
     return {"valid": not reasons, "reasons": reasons}
+
+
+def longest_cpu_wait(m: Measured) -> tuple[str, float] | None:
+    """The run's task (receivers aside) that waited longest for a CPU, and its share of the run."""
+    waited = {name: s for name, s in m.sampler.cpu_wait.waited_s().items() if "receiver" not in name}
+    if not waited or m.wall_s <= 0:
+        return None
+    name = max(waited, key=waited.__getitem__)
+    return name, waited[name] / m.wall_s
 
 
 def cpu_idle_fraction(m: Measured) -> float | None:

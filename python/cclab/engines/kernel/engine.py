@@ -117,6 +117,16 @@ class _Started:
             self.delay_line.stop()
 
 
+def _run_tasks(started: _Started) -> dict[int, str]:
+    """The run's tasks started so far (senders register as they start), and ksoftirqd."""
+    tasks = {p.pid: "iperf3 receiver" for p in started.procs}
+    if started.delay_line is not None:
+        tasks[started.delay_line.proc.pid] = "delay line"
+    if started.receiver is not None:
+        tasks[started.receiver.proc.pid] = "finite-flow receiver"
+    return {**tasks, **probes.ksoftirqd_pids()}
+
+
 def run(config: dict, *, progress: Callable[[dict], None] | None = None) -> dict:
     """Runs `config` (docs/ARCHITECTURE.md) and returns the result dict, with `validity`
     and `provenance`. Raises KernelEngineError if it cannot run here."""
@@ -263,6 +273,7 @@ def _run(  # noqa: PLR0915
     # first launch.
     lead_s = {p.flow_id: launch_lead_s(delay_ns, finite=p.size_bytes is not None) for p, delay_ns in zip(plans, delays, strict=True)}
     t0 = time.monotonic() + max(lead_s[p.flow_id] - p.start_s for p in plans) if plans else time.monotonic()
+    sampler.cpu_wait.watch_all(_run_tasks(started))
     sampler.start(t0)
     # The userspace bottleneck stamps its series with CLOCK_REALTIME.
     t0_realtime = time.time() - (time.monotonic() - t0)
@@ -289,6 +300,7 @@ def _run(  # noqa: PLR0915
             p = pending.pop(0)
             clients[p.flow_id] = traffic.start_client(p, workdir)
             started.procs.append(clients[p.flow_id])
+            sampler.cpu_wait.watch(clients[p.flow_id].pid, "iperf3 sender")
         if now > duration_ns / 1e9:
             for p in finite_plans:
                 c = clients.get(p.flow_id)

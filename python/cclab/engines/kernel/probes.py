@@ -1,5 +1,6 @@
 """Probes that run while traffic flows: TCP_INFO per flow (sock_diag), tbf and netem backlog
-and drops (rtnetlink qdisc stats), machine CPU idle and steal (/proc/stat).
+and drops (rtnetlink qdisc stats), machine CPU idle and steal (/proc/stat), and how long the
+run's own tasks waited for a CPU (/proc/PID/schedstat).
 
 Each probe owns a raw netlink socket opened inside the namespace it watches; requests are
 prebuilt bytes and replies are parsed with `struct`, so a 1 ms queue poll stays cheap.
@@ -9,8 +10,10 @@ rtnetlink.h (struct tcmsg), gen_stats.h (gnet_stats_basic, gnet_stats_queue).
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
+import threading
 from dataclasses import dataclass
 
 from cclab.engines.kernel.netns import inside
@@ -339,3 +342,68 @@ def ce_marks_from_xstats(kind: str, raw: bytes | None) -> int | None:
     if raw is None or offsets is None or len(raw) < max(offsets) + 4:
         return None
     return sum(struct.unpack_from("=I", raw, o)[0] for o in offsets)
+
+
+def run_delay_ns(pid: int) -> int | None:
+    """Nanoseconds task `pid` has spent runnable but waiting for a CPU (the second field of
+    /proc/PID/schedstat, kept by the scheduler's sched_info accounting); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def ksoftirqd_pids() -> dict[int, str]:
+    """The kernel's ksoftirqd threads, which carry the packet work softirqs defer."""
+    found = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/comm") as f:
+                    name = f.read().strip()
+            except OSError:
+                continue
+            if name.startswith("ksoftirqd/"):
+                found[int(entry.name)] = name
+    return found
+
+
+class CpuWait:
+    """How long each of the run's own tasks (iperf3 senders and receivers, the delay line, the
+    finite-flow receiver, ksoftirqd) waited for a CPU while runnable: what other load on the
+    machine costs the run. Unlike the machine's idle time this does not count work that never
+    delays the run (a SCHED_IDLE job gives way at once; the delay line runs SCHED_FIFO)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._names: dict[int, str] = {}
+        self._first: dict[int, int] = {}
+        self._last: dict[int, int] = {}
+
+    def watch(self, pid: int, name: str) -> None:
+        delay = run_delay_ns(pid)
+        if delay is not None:
+            with self._lock:
+                self._names[pid], self._first[pid], self._last[pid] = name, delay, delay
+
+    def watch_all(self, tasks: dict[int, str]) -> None:
+        for pid, name in tasks.items():
+            self.watch(pid, name)
+
+    def sample(self) -> None:
+        with self._lock:
+            pids = list(self._names)
+        for pid in pids:
+            delay = run_delay_ns(pid)
+            if delay is not None:
+                with self._lock:
+                    self._last[pid] = delay
+
+    def waited_s(self) -> dict[str, float]:
+        """Seconds each watched task waited, by name (a name shared by tasks: their largest)."""
+        out: dict[str, float] = {}
+        with self._lock:
+            for pid, name in self._names.items():
+                out[name] = max(out.get(name, 0.0), (self._last[pid] - self._first[pid]) / 1e9)
+        return out

@@ -89,6 +89,7 @@ def provenance(
         "idle_rtt_ms": {str(k): v for k, v in idle_rtt_ms.items()},
         "cpu_idle_fraction": assemble.cpu_idle_fraction(m),
         "cpu_steal_fraction": assemble.cpu_steal_fraction(m),
+        "cpu_wait_s": {name: round(s, 4) for name, s in sorted(m.sampler.cpu_wait.waited_s().items())},
         "softnet_drops_growth": m.softnet_growth,
         "sampler_missed_ticks": m.sampler.overruns,
         "finite_flows": _finite_flows(m),

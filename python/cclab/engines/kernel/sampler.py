@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from cclab.engines.kernel.probes import QdiscStats, TbfProbe, TcpInfoProbe, TcpSample, cpu_times
+from cclab.engines.kernel.probes import CpuWait, QdiscStats, TbfProbe, TcpInfoProbe, TcpSample, cpu_times
 
 
 @dataclass
@@ -39,6 +39,7 @@ class Sampler:
         self.flows = {fid: FlowRows() for fid in flow_probes}
         self.queue = QueueRows()
         self.cpu: list[tuple[float, int, int, int]] = []  # (t, idle, steal, total)
+        self.cpu_wait = CpuWait()  # the run's tasks register themselves as they start
         self.t0 = 0.0
         self.overruns = 0
         self._stop = threading.Event()
@@ -57,6 +58,7 @@ class Sampler:
         self._stop.set()
         for t in self._threads:
             t.join(timeout=5)
+        self.cpu_wait.sample()
         for probe in self.flow_probes.values():
             probe.close()
         self.tbf.close()
@@ -77,6 +79,7 @@ class Sampler:
 
     def _sample_flows(self, t: float) -> None:
         self.cpu.append((t, *cpu_times()))
+        self.cpu_wait.sample()
         for fid, probe in self.flow_probes.items():
             s = probe.sample()
             if s is not None:
