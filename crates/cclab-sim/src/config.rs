@@ -31,6 +31,28 @@ pub struct SimConfig {
     /// `rwnd_bytes` keeps that instead.
     #[serde(default = "default_true")]
     pub receive_window_autotuning: bool,
+    /// The hosts' settings (the spec's `[host]`); absent: the kernel engine's namespaces' own.
+    #[serde(default)]
+    pub host: HostConfig,
+}
+
+/// Settings of the sending and receiving hosts.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostConfig {
+    /// `net.ipv4.tcp_rmem[2]`: the most receive-buffer autotuning grows a socket's buffer to.
+    #[serde(default = "default_tcp_rmem_max_bytes")]
+    pub tcp_rmem_max_bytes: u64,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig { tcp_rmem_max_bytes: default_tcp_rmem_max_bytes() }
+    }
+}
+
+fn default_tcp_rmem_max_bytes() -> u64 {
+    crate::tcp::receive_window::TCP_RMEM_MAX_BYTES
 }
 
 fn default_true() -> bool {
@@ -156,6 +178,7 @@ impl SimConfig {
             jitter_ns: 0,
             stall_per_packet: 0.0,
             receive_window_autotuning: true,
+            host: HostConfig::default(),
         }
     }
 
@@ -183,6 +206,13 @@ impl SimConfig {
         }
         if !(0.0..=1.0).contains(&self.stall_per_packet) {
             return Err(format!("stall_per_packet: must be in [0, 1], got {}", self.stall_per_packet));
+        }
+        if self.host.tcp_rmem_max_bytes < crate::tcp::receive_window::TCP_RMEM_DEFAULT_BYTES {
+            return Err(format!(
+                "host.tcp_rmem_max_bytes: must be at least tcp_rmem's default, {} (got {})",
+                crate::tcp::receive_window::TCP_RMEM_DEFAULT_BYTES,
+                self.host.tcp_rmem_max_bytes
+            ));
         }
         if self.warmup_ns >= self.duration_ns {
             return Err("warmup_ns: must be < duration_ns".into());

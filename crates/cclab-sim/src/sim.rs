@@ -399,7 +399,8 @@ impl Simulation {
                     // measurement ends with the first read of data.
                     let setup = SimTime((now + self.egress_prop).as_nanos().saturating_sub(flow.syn_rtt.as_nanos()));
                     let window = ReceiveWindow::new(MSS_BYTES as u64, KERNEL_SEGMENT_TRUESIZE_BYTES, setup)
-                        .with_bytes_read_before_data(IPERF3_COOKIE_BYTES);
+                        .with_bytes_read_before_data(IPERF3_COOKIE_BYTES)
+                        .with_tcp_rmem_max(self.config.host.tcp_rmem_max_bytes);
                     flow.sender.set_peer_window(window.initial_window_end(), flow.receiver.ts_clock.read(flow.syn_ack_sent));
                     flow.receiver.use_receive_window(window);
                 }

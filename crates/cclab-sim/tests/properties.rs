@@ -68,6 +68,7 @@ fn arb_config() -> impl Strategy<Value = SimConfig> {
             stall_per_packet: [0.0, 1.44e-4, 1.44e-2][(seed / 4 % 3) as usize],
             // Both receivers: Linux's autotuned window, and one that never limits.
             receive_window_autotuning: seed % 8 != 1,
+            host: Default::default(),
         })
 }
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from cclab.errors import EngineError, EngineUnavailable
 from cclab.results import RunResult
+from cclab.spec.host import effective
 
 if TYPE_CHECKING:
     from cclab.engines.base import RunProgress
@@ -86,6 +87,7 @@ class SimEngine:
             **(_native_provenance(config, libraries) if libraries else {}),
             "jitter": {"ack_mean_ns": jitter_ns, "stall_per_packet": stall_per_packet, "model": model},
             "receive_window": window,
+            "host": effective(config.get("host")),
         }
         return RunResult.from_engine_output(result, spec=config, engine=self.name)
 

@@ -22,6 +22,7 @@ from cclab.spec.aqm import AqmName, AqmParams, check_params_apply, resolve_aqm
 from cclab.spec.bpf_source import BpfSource, is_source as is_bpf_source
 from cclab.spec.bpf_source import load as load_bpf_source
 from cclab.spec.fields import FieldError
+from cclab.spec.host import Host
 from cclab.spec.link import LinkChange, mean_rate_bps, read_trace_ms
 from cclab.units import FRAME_BYTES, MSS_BYTES, parse_bytes, parse_size
 
@@ -307,6 +308,7 @@ class Scenario(_Strict):
     bottleneck: Bottleneck
     flows: list[Flow] = Field(min_length=1)
     output: Output = Output()
+    host: Host = Host()
 
     @model_validator(mode="after")
     def _flows_start_within_run(self) -> Self:
@@ -405,6 +407,8 @@ class Scenario(_Strict):
             **({"warmup_ns": _ns(self.output.warmup_s, 1e9)} if self.output.warmup_s > 0 else {}),
             "jitter_ns": round(self.jitter_us * 1e3),
             "stall_per_packet": self.stall_per_packet,
+            # Only the settings given (spec/host.py): an untouched host keeps its run key.
+            **({"host": host} if (host := self.host.resolve()) else {}),
         }
 
 
@@ -444,7 +448,7 @@ def _path(loc: tuple[str | int, ...]) -> str:
 
 
 def _known_keys() -> list[str]:
-    models: list[type[BaseModel]] = [Scenario, Bottleneck, Flow, Output, AqmParams, LinkChange]
+    models: list[type[BaseModel]] = [Scenario, Bottleneck, Flow, Output, AqmParams, LinkChange, Host]
     return sorted({name for model in models for name in model.model_fields})
 
 

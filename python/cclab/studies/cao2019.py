@@ -380,6 +380,20 @@ def _paper_rows(ours: dict[str, Any], contender: str = "BBR") -> list[list[str]]
     return rows
 
 
+def seeds_paragraph(flows: pd.DataFrame, version: str) -> str:
+    """How far the tree's accuracy holds from one seed's networks to another's (flows of the
+    goodput grid, a `repetition` per seed), or how to find out with one seed."""
+    across = dt.accuracy_across_seeds({int(r): goodput_table(g, version) for r, g in flows.groupby("repetition")}) if "repetition" in flows.columns else None
+    if not across:
+        return "One seed per network: run with `--seeds 3` or more to see how far the tree's accuracy holds across seeds."
+    return (
+        f"Across {across['seeds']} seeds: a tree fitted on one seed's networks scores {pct(across['own_seed_accuracy'])} on that "
+        f"seed and {pct(across['other_seed_accuracy_median'])} on another's (median; {pct(across['other_seed_accuracy_min'])}-"
+        f"{pct(across['other_seed_accuracy_max'])}); {pct(across['label_agreement'])} of the {across['networks']} networks have the "
+        "same winner in every seed; on the others no one answer is right for every seed."
+    )
+
+
 def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | None = None, include_invalid: bool = False,
         cc: str | None = None) -> Path:
     """`cc`: a congestion control of the user's (a C source, `cclab reproduce cao2019 --cc FILE`)
@@ -439,15 +453,7 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
         model["contender"] = name  # what `cclab recommend` calls the side that is not CUBIC
     (out_dir / MODEL_FILE).write_text(json.dumps(model, indent=1, allow_nan=False) + "\n", encoding="utf-8")
 
-    across = dt.accuracy_across_seeds({int(r): goodput_table(g, primary) for r, g in flows.groupby("repetition")}) if "repetition" in flows.columns else None
-    seeds_line = (
-        f"\n\nAcross {across['seeds']} seeds: a tree fitted on one seed's networks scores {pct(across['own_seed_accuracy'])} on that "
-        f"seed and {pct(across['other_seed_accuracy_median'])} on another's (median; {pct(across['other_seed_accuracy_min'])}-"
-        f"{pct(across['other_seed_accuracy_max'])}); {pct(across['label_agreement'])} of the {across['networks']} networks have the "
-        "same winner in every seed; on the others no one answer is right for every seed."
-        if across
-        else "\n\nOne seed per network: run with `--seeds 3` or more to see how far the tree's accuracy holds across seeds."
-    )
+    seeds_line = "\n\n" + seeds_paragraph(flows, primary)
     results = findings(table, paper_fit, latency, ours)
     incomplete = int(finite["completed"].eq(False).sum()) if len(finite) else 0
     parts = [

@@ -23,8 +23,13 @@ use super::rtt::TS_TICK_NS;
 /// `net.ipv4.tcp_rmem = 4096 131072 536870912` in its namespaces
 /// (python/cclab/engines/kernel/topology.py).
 pub const TCP_RMEM_DEFAULT_BYTES: u64 = 131_072;
-/// `tcp_rmem[2]`: the most autotuning grows the buffer to (same setting).
+/// `tcp_rmem[2]`: the most autotuning grows the buffer to (same setting; the spec's
+/// `[host] tcp_rmem_max` replaces it, `with_tcp_rmem_max`).
 pub const TCP_RMEM_MAX_BYTES: u64 = 536_870_912;
+/// `net.core.rmem_max`, which a child namespace cannot change: Linux's default `SK_RMEM_MAX`
+/// (include/net/sock.h: `_SK_MEM_PACKETS * _SK_MEM_OVERHEAD`, 256 x 832 bytes). The window
+/// scale is chosen for the larger of it and `tcp_rmem[2]` (`tcp_select_initial_window`).
+const SYSCTL_RMEM_MAX_BYTES: u64 = 212_992;
 /// Memory charged for one full-sized segment (`skb->truesize`). Measured on the kernel
 /// engine with the `tcp:tcp_rcvbuf_grow` tracepoint: `scaling_ratio = len * 256 /
 /// truesize` was 162 on every connection of a traced 2-flow run (and 142 on one
@@ -83,6 +88,15 @@ pub struct ReceiveWindow {
     last_tsecr_tick: Option<u64>,
     /// The scaling ratio is measured from the first full segment (`tcp_measure_rcv_mss`).
     ratio_measured: bool,
+    /// `tcp_rmem[2]`.
+    tcp_rmem_max_bytes: u64,
+}
+
+/// `tcp_select_initial_window`'s scale: the one the largest buffer the socket may grow to needs
+/// (`ilog2(max(space, tcp_rmem[2], rmem_max)) - 15`, at most 14).
+fn initial_wscale(full_space_bytes: u64, tcp_rmem_max_bytes: u64) -> u32 {
+    let space = full_space_bytes.max(tcp_rmem_max_bytes).max(SYSCTL_RMEM_MAX_BYTES);
+    (space.ilog2().saturating_sub(15)).min(TCP_MAX_WSCALE)
 }
 
 impl ReceiveWindow {
@@ -94,7 +108,7 @@ impl ReceiveWindow {
         // tcp_select_initial_window: a whole number of segments; the scale the largest
         // buffer needs (`ilog2(max(space, tcp_rmem[2])) - 15`).
         let rcv_wnd = full_space / mss_bytes * mss_bytes;
-        let wscale = (TCP_RMEM_MAX_BYTES.max(full_space).ilog2().saturating_sub(15)).min(TCP_MAX_WSCALE);
+        let wscale = initial_wscale(full_space, TCP_RMEM_MAX_BYTES);
         // The SYN-ACK's window is not scaled.
         let rcv_wnd = rcv_wnd.min(MAX_UNSCALED_WINDOW);
         // tcp_init_buffer_space with tcp_app_win = 1 (the default): one segment of
@@ -123,7 +137,16 @@ impl ReceiveWindow {
             rtt_time: None,
             last_tsecr_tick: None,
             ratio_measured: false,
+            tcp_rmem_max_bytes: TCP_RMEM_MAX_BYTES,
         }
+    }
+
+    /// With `tcp_rmem[2]` at `bytes` instead of the kernel engine's 512 MiB: autotuning stops
+    /// there and the window scale is chosen for it.
+    pub fn with_tcp_rmem_max(mut self, bytes: u64) -> Self {
+        self.tcp_rmem_max_bytes = bytes;
+        self.wscale = initial_wscale(win_from_space(TCP_DEFAULT_SCALING_RATIO, TCP_RMEM_DEFAULT_BYTES), bytes);
+        self
     }
 
     /// The application read `bytes` before the data began (iperf3's cookie): the first
@@ -250,7 +273,7 @@ impl ReceiveWindow {
         // scale this term by the RTT below tcp_rcvbuf_low_rtt; 6.18 has no such sysctl.)
         rcvwin += ((rcvwin << 1) * new_space_bytes.saturating_sub(old)) / old;
         rcvwin += ooo_span_segments * self.mss_bytes;
-        let rcvbuf = self.space_from_win(rcvwin).min(TCP_RMEM_MAX_BYTES);
+        let rcvbuf = self.space_from_win(rcvwin).min(self.tcp_rmem_max_bytes);
         if rcvbuf > self.rcvbuf_bytes {
             self.rcvbuf_bytes = rcvbuf;
             self.window_clamp_bytes = self.win_from_space(rcvbuf);
@@ -484,6 +507,21 @@ mod tests {
             rw.on_read(now, k);
         }
         assert_eq!(rw.space_bytes, 31 * MSS);
+    }
+
+    #[test]
+    fn autotuning_stops_at_tcp_rmem_max_and_the_window_scale_is_chosen_for_it() {
+        // Linux's stock tcp_rmem[2], 6 MiB: scale ilog2(6291456) - 15 = 7 (14 for 512 MiB).
+        let stock = 6 * 1024 * 1024;
+        let mut rw = established().with_tcp_rmem_max(stock);
+        assert_eq!((established().wscale, rw.wscale), (14, 7));
+        rw.measure_rcv_mss();
+        rw.space_bytes = 4_000_000;
+        rw.rcvbuf_grow(8_000_000, 0);
+        assert_eq!(rw.rcvbuf_bytes, stock);
+        assert_eq!(rw.window_clamp_bytes, rw.win_from_space(stock));
+        // Below net.core.rmem_max (208 KiB), that decides the scale: ilog2(212992) - 15 = 2.
+        assert_eq!(established().with_tcp_rmem_max(131_072).wscale, 2);
     }
 
     #[test]

@@ -200,7 +200,7 @@ def _run(  # noqa: PLR0915
     ecn_of_flow = [bool(f.get("ecn")) for f in flows]
     topo = topology.build(namespaces, len(flows))
     # The delay line and the userspace bottleneck both own CPU0: steer receive work off it.
-    topology.configure_hosts(topo, steer=not use_netem or userspace)
+    topology.configure_hosts(topo, steer=not use_netem or userspace, host=config.get("host"))
     topology.configure_ecn(topo, ecn_of_flow, [bool(f.get("accecn")) for f in flows])
     limit_bytes = shaping.queue_limit_bytes(b)
     tbf_rate_bps = rate_bps * aqm.PASSTHROUGH_RATE_FACTOR if userspace else rate_bps

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 
 from cclab.engines.kernel.netns import RunNamespaces, iproute_in, ns_run
+from cclab.spec.host import DEFAULT_TCP_RMEM_MAX_BYTES, effective
 
 MTU_BYTES = 1500
 #: Receiver side subnet 10.200.0.0/24; flow i's sender subnet is 10.200.(i+1).0/24.
@@ -24,7 +25,8 @@ ROUTER_BOTTLENECK_IFNAME = "rx"
 HOST_IFNAME = "eth0"
 #: tcp_rmem/tcp_wmem maxima: high enough that socket buffers never limit a flow (the seeds
 #: set 2^31-1; rmem_max is read-only in child namespaces, so autotuning must do the work).
-TCP_MEM_MAX_BYTES = 512 * 1024 * 1024
+#: `[host] tcp_rmem_max` replaces the first (host_sysctls).
+TCP_MEM_MAX_BYTES = DEFAULT_TCP_RMEM_MAX_BYTES
 #: The sysctls every host namespace gets (Documentation/networking/ip-sysctl.rst).
 HOST_SYSCTLS = {
     "net.ipv4.tcp_rmem": f"4096 131072 {TCP_MEM_MAX_BYTES}",
@@ -98,15 +100,21 @@ def build(namespaces: RunNamespaces, n_flows: int) -> Topology:
     return topo
 
 
-def configure_hosts(topo: Topology, *, steer: bool = True) -> None:
-    """Per-namespace sysctls, offloads off where packets must be MTU-sized, and (`steer`,
-    for the delay line) RPS steering of receive work off the delay line's CPU."""
+def host_sysctls(host: dict | None = None) -> dict[str, str]:
+    """HOST_SYSCTLS with the config's `host` settings (spec/host.py) applied."""
+    return {**HOST_SYSCTLS, "net.ipv4.tcp_rmem": f"4096 131072 {effective(host)['tcp_rmem_max_bytes']}"}
+
+
+def configure_hosts(topo: Topology, *, steer: bool = True, host: dict | None = None) -> None:
+    """Per-namespace sysctls (with the config's `host` settings), offloads off where packets
+    must be MTU-sized, and (`steer`, for the delay line) RPS steering of receive work off the
+    delay line's CPU."""
     ns_run(topo.router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
     # The CC is chosen per socket (iperf3 -C): a child namespace may not set a default CC
     # outside tcp_allowed_congestion_control (EPERM), but root may pick any per socket;
     # the default is pinned to reno (see HOST_SYSCTLS).
     for ns in [topo.receiver, *topo.senders]:
-        ns_run(ns, "sysctl", "-q", "-w", *[f"{k}={v}" for k, v in HOST_SYSCTLS.items()])
+        ns_run(ns, "sysctl", "-q", "-w", *[f"{k}={v}" for k, v in host_sysctls(host).items()])
     # TSO/GSO off on the senders so tbf and the loss rule act on MTU-sized packets
     # (with GSO on, one random drop removes a whole super-packet); GRO off on the router.
     for ns in topo.senders:

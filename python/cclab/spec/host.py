@@ -1,0 +1,51 @@
+"""`[host]`: settings of the sending and receiving hosts that change results (Datta & Fund's
+replication of Cao et al. lists them) with the kernel engine's own namespaces as defaults.
+
+Each is resolved into the engine config only when set, so a spec without it keeps the config,
+and the run key, it had before the setting existed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from cclab.units import parse_bytes
+
+#: `net.ipv4.tcp_rmem[1]` in the kernel engine's namespaces (engines/kernel/topology.py): the
+#: buffer a socket starts with, which autotuning never shrinks.
+TCP_RMEM_DEFAULT_BYTES = 131_072
+#: `tcp_rmem` is a vector of ints (Documentation/networking/ip-sysctl.rst).
+SYSCTL_INT_MAX = 2**31 - 1
+#: Linux's stock `tcp_rmem[2]` (6 MiB): what a host that nobody tuned autotunes up to.
+STOCK_TCP_RMEM_MAX_BYTES = 6 * 1024 * 1024
+#: cclab's default: high enough that a receive buffer never limits a flow (the seeds set
+#: 2^31-1; crates/cclab-sim/src/tcp/receive_window.rs `TCP_RMEM_MAX_BYTES` is the same).
+DEFAULT_TCP_RMEM_MAX_BYTES = 512 * 1024 * 1024
+
+
+def _check_tcp_rmem_max(text: str) -> str:
+    value = parse_bytes(text)
+    if not TCP_RMEM_DEFAULT_BYTES <= value <= SYSCTL_INT_MAX:
+        raise ValueError(f"must be between tcp_rmem's default, 128KiB, and {SYSCTL_INT_MAX} bytes (got {text!r})")
+    return text
+
+
+class Host(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+    tcp_rmem_max: Annotated[str, AfterValidator(_check_tcp_rmem_max)] | None = Field(
+        default=None,
+        description="net.ipv4.tcp_rmem's maximum: the most receive-buffer autotuning grows a socket to "
+        "(default 512MiB, never limiting; Linux's stock value is 6MiB)",
+    )
+
+    def resolve(self) -> dict[str, Any]:
+        """The engine config's `host` table: the settings given, in bytes."""
+        return {"tcp_rmem_max_bytes": parse_bytes(self.tcp_rmem_max)} if self.tcp_rmem_max is not None else {}
+
+
+def effective(host: dict[str, Any] | None) -> dict[str, int]:
+    """Every host setting an engine applies, from a config's `host` table (defaults filled)."""
+    return {"tcp_rmem_max_bytes": int((host or {}).get("tcp_rmem_max_bytes", DEFAULT_TCP_RMEM_MAX_BYTES))}
