@@ -43,11 +43,22 @@ pub struct HostConfig {
     /// `net.ipv4.tcp_rmem[2]`: the most receive-buffer autotuning grows a socket's buffer to.
     #[serde(default = "default_tcp_rmem_max_bytes")]
     pub tcp_rmem_max_bytes: u64,
+    /// `net.ipv4.tcp_recovery`: RACK-TLP (1, Linux's default) or the classic scoreboard (0).
+    #[serde(default)]
+    pub loss_recovery: LossRecovery,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LossRecovery {
+    #[default]
+    Rack,
+    Classic,
 }
 
 impl Default for HostConfig {
     fn default() -> Self {
-        HostConfig { tcp_rmem_max_bytes: default_tcp_rmem_max_bytes() }
+        HostConfig { tcp_rmem_max_bytes: default_tcp_rmem_max_bytes(), loss_recovery: LossRecovery::Rack }
     }
 }
 

@@ -152,6 +152,9 @@ impl Simulation {
         for f in &config.flows {
             let cc_seed = root_rng.fork(1 + f.flow_id as u64).next_u64();
             let mut sender = TcpSender::new(f.flow_id, &f.cc_config()?, MSS_BYTES, f.size_bytes, f.rwnd_bytes, cc_seed);
+            if config.host.loss_recovery == crate::config::LossRecovery::Classic {
+                sender.use_classic_loss_recovery();
+            }
             // Both ends run net.ipv4.tcp_ecn=1 when the flow asks for ECN: the SYN's
             // ECE|CWR is answered by a SYN-ACK with ECE, so ECN is on (tcp_ecn_rcv_synack).
             // A CC that needs ECN (DCTCP) asks for it whatever tcp_ecn says, at both ends

@@ -68,7 +68,8 @@ fn arb_config() -> impl Strategy<Value = SimConfig> {
             stall_per_packet: [0.0, 1.44e-4, 1.44e-2][(seed / 4 % 3) as usize],
             // Both receivers: Linux's autotuned window, and one that never limits.
             receive_window_autotuning: seed % 8 != 1,
-            host: Default::default(),
+            // Every third draw recovers without RACK (the classic scoreboard).
+            host: cclab_sim::config::HostConfig { loss_recovery: if seed % 3 == 0 { cclab_sim::config::LossRecovery::Classic } else { cclab_sim::config::LossRecovery::Rack }, ..Default::default() },
         })
 }
 

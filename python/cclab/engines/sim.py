@@ -87,7 +87,7 @@ class SimEngine:
             **(_native_provenance(config, libraries) if libraries else {}),
             "jitter": {"ack_mean_ns": jitter_ns, "stall_per_packet": stall_per_packet, "model": model},
             "receive_window": window,
-            "host": effective(config.get("host")),
+            "host_settings": effective(config.get("host")),
         }
         return RunResult.from_engine_output(result, spec=config, engine=self.name)
 

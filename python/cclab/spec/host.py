@@ -7,7 +7,7 @@ and the run key, it had before the setting existed.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -23,6 +23,10 @@ STOCK_TCP_RMEM_MAX_BYTES = 6 * 1024 * 1024
 #: cclab's default: high enough that a receive buffer never limits a flow (the seeds set
 #: 2^31-1; crates/cclab-sim/src/tcp/receive_window.rs `TCP_RMEM_MAX_BYTES` is the same).
 DEFAULT_TCP_RMEM_MAX_BYTES = 512 * 1024 * 1024
+DEFAULT_LOSS_RECOVERY = "rack"
+#: net.ipv4.tcp_recovery for each `loss_recovery` (Documentation/networking/ip-sysctl.rst:
+#: bit 0x1 enables RACK loss detection).
+TCP_RECOVERY_SYSCTL = {"rack": "1", "classic": "0"}
 
 
 def _check_tcp_rmem_max(text: str) -> str:
@@ -41,11 +45,26 @@ class Host(BaseModel):
         "(default 512MiB, never limiting; Linux's stock value is 6MiB)",
     )
 
+    loss_recovery: Literal["rack", "classic"] = Field(
+        default="rack",
+        description='net.ipv4.tcp_recovery: "rack" (RACK-TLP, 1, Linux\'s default) or "classic" (0: the duplicate-ACK '
+        "scoreboard marks losses; TLP still probes, but a probe's SACK alone no longer repairs a tail loss)",
+    )
+
     def resolve(self) -> dict[str, Any]:
-        """The engine config's `host` table: the settings given, in bytes."""
-        return {"tcp_rmem_max_bytes": parse_bytes(self.tcp_rmem_max)} if self.tcp_rmem_max is not None else {}
+        """The engine config's `host` table: the settings that differ from the default, in bytes."""
+        resolved: dict[str, Any] = {}
+        if self.tcp_rmem_max is not None and parse_bytes(self.tcp_rmem_max) != DEFAULT_TCP_RMEM_MAX_BYTES:
+            resolved["tcp_rmem_max_bytes"] = parse_bytes(self.tcp_rmem_max)
+        if self.loss_recovery != DEFAULT_LOSS_RECOVERY:
+            resolved["loss_recovery"] = self.loss_recovery
+        return resolved
 
 
 def effective(host: dict[str, Any] | None) -> dict[str, int]:
     """Every host setting an engine applies, from a config's `host` table (defaults filled)."""
-    return {"tcp_rmem_max_bytes": int((host or {}).get("tcp_rmem_max_bytes", DEFAULT_TCP_RMEM_MAX_BYTES))}
+    host = host or {}
+    return {
+        "tcp_rmem_max_bytes": int(host.get("tcp_rmem_max_bytes", DEFAULT_TCP_RMEM_MAX_BYTES)),
+        "loss_recovery": str(host.get("loss_recovery", DEFAULT_LOSS_RECOVERY)),
+    }

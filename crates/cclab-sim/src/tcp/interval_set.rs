@@ -90,6 +90,11 @@ impl IntervalSet {
         self.ranges.last_key_value().map(|(&s, &e)| (s, e))
     }
 
+    /// The ranges in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.ranges.iter().map(|(&s, &e)| (s, e))
+    }
+
     /// The lowest range, if any.
     pub fn first(&self) -> Option<(u64, u64)> {
         self.ranges.first_key_value().map(|(&s, &e)| (s, e))

@@ -68,7 +68,7 @@ def provenance(
             "mtu_bytes": topology.MTU_BYTES,
             "rps_cpus_mask": topology.rps_mask() if steered else None,
         },
-        "host": effective(config.get("host")),
+        "host_settings": effective(config.get("host")),
         "sender_sysctls": _sysctls(topo.senders[0], HOST_SYSCTLS_REPORTED),
         "root_sysctls": {k: _root_sysctl(k) for k in ROOT_SYSCTLS_REPORTED},
         "offloads": {

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 
 from cclab.engines.kernel.netns import RunNamespaces, iproute_in, ns_run
-from cclab.spec.host import DEFAULT_TCP_RMEM_MAX_BYTES, effective
+from cclab.spec.host import DEFAULT_TCP_RMEM_MAX_BYTES, TCP_RECOVERY_SYSCTL, effective
 
 MTU_BYTES = 1500
 #: Receiver side subnet 10.200.0.0/24; flow i's sender subnet is 10.200.(i+1).0/24.
@@ -33,7 +33,7 @@ HOST_SYSCTLS = {
     "net.ipv4.tcp_wmem": f"4096 16384 {TCP_MEM_MAX_BYTES}",
     # A cached ssthresh/RTT from an earlier connection must not shape the next run.
     "net.ipv4.tcp_no_metrics_save": "1",
-    # RACK loss detection, the Linux default since 4.18.
+    # RACK loss detection, the Linux default since 4.18 (`[host] loss_recovery` may turn it off).
     "net.ipv4.tcp_recovery": "1",
     # iperf3 sets -C only after connect(), so a socket first runs the namespace's
     # default CC. A child namespace inherits root's default; if that is BBR, bbr_init
@@ -102,7 +102,12 @@ def build(namespaces: RunNamespaces, n_flows: int) -> Topology:
 
 def host_sysctls(host: dict | None = None) -> dict[str, str]:
     """HOST_SYSCTLS with the config's `host` settings (spec/host.py) applied."""
-    return {**HOST_SYSCTLS, "net.ipv4.tcp_rmem": f"4096 131072 {effective(host)['tcp_rmem_max_bytes']}"}
+    settings = effective(host)
+    return {
+        **HOST_SYSCTLS,
+        "net.ipv4.tcp_rmem": f"4096 131072 {settings['tcp_rmem_max_bytes']}",
+        "net.ipv4.tcp_recovery": TCP_RECOVERY_SYSCTL[settings["loss_recovery"]],
+    }
 
 
 def configure_hosts(topo: Topology, *, steer: bool = True, host: dict | None = None) -> None:

@@ -19,6 +19,8 @@ mod ecn_tests;
 mod recovery;
 #[cfg(test)]
 mod timestamp_tests;
+#[cfg(test)]
+mod scoreboard_tests;
 mod timers;
 mod transmit;
 
@@ -37,6 +39,9 @@ use std::collections::{BinaryHeap, VecDeque};
 /// `TCP_TIMEOUT_MIN` (2 jiffies at HZ=1000): slack Linux adds to the
 /// reorder timer and to the loss probe timeout.
 pub const TCP_TIMEOUT_MIN: SimDuration = SimDuration::from_millis(2);
+/// `tp->reordering`: `net.ipv4.tcp_reordering`'s default (TCP_FASTRETRANS_THRESH, 3); the
+/// simulator does not adapt it, as its paths do not reorder.
+pub const TCP_REORDERING: u32 = 3;
 /// Linux `tcp_update_skb_after_send`: sch_fq's habit of not pacing the first 10 packets.
 pub const UNPACED_INITIAL_SEGMENTS: u64 = 10;
 
@@ -150,6 +155,12 @@ pub struct TcpSender {
     xmit_timer_kind: XmitTimer,
     pacing_timer: LazyTimer,
     tlp_high_seq: Option<u64>,
+    /// `net.ipv4.tcp_recovery & TCP_RACK_LOSS_DETECTION` (`tcp_is_rack`): RACK marks losses;
+    /// false: the duplicate-ACK scoreboard does (recovery.rs `update_scoreboard`).
+    rack_loss_detection: bool,
+    /// Classic recovery: every segment below this that is not SACKed is already marked lost
+    /// (what `tp->lost_skb_hint` saves Linux from walking again).
+    scoreboard_marked_upto: u64,
     rate: RateSampler,
     cwnd_limited: bool,
     max_packets_out: u64,
@@ -215,6 +226,8 @@ impl TcpSender {
             xmit_timer_kind: XmitTimer::Rto,
             pacing_timer: LazyTimer::default(),
             tlp_high_seq: None,
+            rack_loss_detection: true,
+            scoreboard_marked_upto: 0,
             rate: RateSampler::default(),
             cwnd_limited: false,
             max_packets_out: 0,
@@ -225,6 +238,12 @@ impl TcpSender {
             last_mode: "",
             scratch_ranges: Vec::new(),
         }
+    }
+
+    /// `net.ipv4.tcp_recovery = 0`: losses are marked by the duplicate-ACK scoreboard
+    /// (RFC 6675's DupThresh of 3 SACKed segments above), not by RACK.
+    pub fn use_classic_loss_recovery(&mut self) {
+        self.rack_loss_detection = false;
     }
 
     /// The handshake's outcome: the SYN-ACK's window (right edge, segments) and TSval.
@@ -493,7 +512,7 @@ impl TcpSender {
         // tcp_ack_is_dubious counts ECE as an alert).
         let mut set_xmit_timer = snd_una_advanced;
         if !snd_una_advanced || newly_sacked > 0 || ece || self.tcp.ca_state != CaState::Open {
-            self.fastretrans_alert(now, ece, &mut set_xmit_timer, queue);
+            self.fastretrans_alert(now, ece, !snd_una_advanced, newly_sacked > 0, &mut set_xmit_timer, queue);
         }
 
         // tcp_rate_gen + tcp_cong_control.

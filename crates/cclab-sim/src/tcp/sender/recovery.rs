@@ -1,7 +1,8 @@
 //! Loss recovery (`tcp_fastretrans_alert`): the Open/Disorder/Recovery state machine,
-//! cwnd reduction bookkeeping, and RACK loss detection over the time-ordered queue.
+//! cwnd reduction bookkeeping, and RACK loss detection over the time-ordered queue, or
+//! without RACK (`net.ipv4.tcp_recovery = 0`) the duplicate-ACK scoreboard.
 
-use super::{FlowEvent, TcpSender, XmitTimer, LOST, RETRANS_IN_FLIGHT, SACKED, TCP_TIMEOUT_MIN};
+use super::{FlowEvent, TcpSender, XmitTimer, LOST, RETRANS_IN_FLIGHT, SACKED, TCP_REORDERING, TCP_TIMEOUT_MIN};
 use crate::event::EventQueue;
 use crate::tcp::prr::Prr;
 use crate::tcp::rack;
@@ -170,9 +171,10 @@ impl TcpSender {
         longest.map(|ns| SimDuration(ns.max(1) as u64))
     }
 
-    /// `tcp_identify_packet_loss` with RACK. Returns true if a retransmission was lost.
+    /// `tcp_identify_packet_loss`: RACK's detection for a SACK connection, nothing without it.
+    /// Returns true if a retransmission was lost.
     pub(super) fn identify_packet_loss(&mut self, now: SimTime, set_xmit_timer: &mut bool, queue: &mut EventQueue) -> bool {
-        if self.packets_out() == 0 || !self.rack.advanced {
+        if self.packets_out() == 0 || !self.rack.advanced || !self.rack_loss_detection {
             return false;
         }
         self.rack.advanced = false;
@@ -185,8 +187,86 @@ impl TcpSender {
         self.retrans_out < prior_retrans
     }
 
-    /// `tcp_fastretrans_alert` for a SACK connection using RACK.
-    pub(super) fn fastretrans_alert(&mut self, now: SimTime, ece: bool, set_xmit_timer: &mut bool, queue: &mut EventQueue) {
+    /// `tcp_time_to_recover`: a loss is proven, or (without RACK) more than `tp->reordering`
+    /// duplicate ACKs' worth of segments were SACKed (`tcp_dupack_heuristics`).
+    fn time_to_recover(&self) -> bool {
+        self.lost_out > 0 || (!self.rack_loss_detection && self.sacked_out + 1 > TCP_REORDERING)
+    }
+
+    /// `tcp_force_fast_retransmit`: SACKs reach more than `tp->reordering` segments above
+    /// snd_una (`tcp_highest_sack_seq` is where the highest SACKed segment ends).
+    fn force_fast_retransmit(&self) -> bool {
+        self.sacked_ranges.last().is_some_and(|(_, end)| end > self.tcp.snd_una + TCP_REORDERING as u64)
+    }
+
+    /// `tcp_update_scoreboard` (SACK): a segment with `tp->reordering` SACKed segments above it
+    /// is lost; on entering recovery with fewer, the head is.
+    fn update_scoreboard(&mut self, fast_rexmit: bool) {
+        let sacked_upto = self.sacked_out as i64 - TCP_REORDERING as i64;
+        if sacked_upto >= 0 {
+            self.mark_head_lost(sacked_upto as u64, false);
+        } else if fast_rexmit {
+            self.mark_head_lost(1, true);
+        }
+    }
+
+    /// `tcp_mark_head_lost`: from the head, every segment not SACKed is lost until more than
+    /// `packets` SACKed ones are passed; `mark_head`: the head only. Segments sent are the limit
+    /// (`loss_high = snd_nxt`).
+    fn mark_head_lost(&mut self, packets: u64, mark_head: bool) {
+        let snd_una = self.tcp.snd_una;
+        if mark_head {
+            // "Head already handled?": the walk has been past it.
+            if self.scoreboard_marked_upto <= snd_una && snd_una < self.tcp.snd_nxt {
+                self.mark_lost(snd_una);
+                self.scoreboard_marked_upto = snd_una + 1;
+            }
+            return;
+        }
+        // The walk stops at the SACKed segment that makes the count exceed `packets`.
+        let mut count = 0;
+        let mut stop = self.tcp.snd_nxt;
+        for (start, end) in self.sacked_ranges.iter() {
+            if count + (end - start) > packets {
+                stop = start + (packets - count);
+                break;
+            }
+            count += end - start;
+        }
+        let mut seq = self.scoreboard_marked_upto.max(snd_una);
+        while seq < stop {
+            // SACKed segments are skipped whole (mark_lost leaves them alone anyway).
+            match self.sacked_ranges.range_containing(seq) {
+                Some((_, end)) => seq = end,
+                None => {
+                    if self.segment(seq).flags & LOST == 0 {
+                        self.mark_lost(seq);
+                    }
+                    seq += 1;
+                }
+            }
+        }
+        self.scoreboard_marked_upto = self.scoreboard_marked_upto.max(stop.min(self.tcp.snd_nxt));
+    }
+
+    /// `tcp_fastretrans_alert` for a SACK connection, with RACK (`net.ipv4.tcp_recovery = 1`,
+    /// Linux's default) or the classic scoreboard (0).
+    /// `dupack`: the ACK did not move snd_una (`num_dupack`); `data_sacked`: it SACKed new
+    /// data (FLAG_DATA_SACKED). Without RACK they make `do_lost`.
+    pub(super) fn fastretrans_alert(
+        &mut self,
+        now: SimTime,
+        ece: bool,
+        dupack: bool,
+        data_sacked: bool,
+        set_xmit_timer: &mut bool,
+        queue: &mut EventQueue,
+    ) {
+        if !self.rack_loss_detection {
+            let do_lost = dupack || (data_sacked && self.force_fast_retransmit());
+            self.fastretrans_alert_classic(now, ece, do_lost);
+            return;
+        }
         let snd_una = self.tcp.snd_una;
         // D. Exit recovery once everything outstanding at its start is acknowledged.
         if self.tcp.ca_state == CaState::Recovery && snd_una >= self.high_seq {
@@ -224,5 +304,41 @@ impl TcpSender {
             return;
         }
         self.enter_recovery(now);
+    }
+
+    /// `tcp_fastretrans_alert` without RACK (no undo, as on the RACK path): in Recovery the
+    /// scoreboard marks; elsewhere `tcp_time_to_recover` enters Recovery and marks the head.
+    fn fastretrans_alert_classic(&mut self, now: SimTime, ece: bool, do_lost: bool) {
+        let snd_una = self.tcp.snd_una;
+        if self.tcp.ca_state == CaState::Recovery && snd_una >= self.high_seq {
+            self.set_ca_state(now, CaState::Open);
+            self.end_cwnd_reduction(now);
+        }
+        if self.tcp.ca_state == CaState::Cwr && snd_una > self.high_seq {
+            self.end_cwnd_reduction(now);
+            self.set_ca_state(now, CaState::Open);
+        }
+        let mut fast_rexmit = false;
+        if self.tcp.ca_state != CaState::Recovery {
+            if self.tcp.ca_state == CaState::Loss {
+                // tcp_process_loss; no lost retransmission is detected without RACK.
+                if snd_una >= self.high_seq {
+                    self.set_ca_state(now, CaState::Open);
+                }
+                if self.tcp.ca_state == CaState::Loss {
+                    return;
+                }
+            }
+            if !self.time_to_recover() {
+                self.try_to_open(now, ece);
+                return;
+            }
+            self.enter_recovery(now);
+            self.scoreboard_marked_upto = snd_una;
+            fast_rexmit = true;
+        }
+        if do_lost {
+            self.update_scoreboard(fast_rexmit);
+        }
     }
 }
