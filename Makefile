@@ -34,6 +34,15 @@ system-deps:
 		{ echo "error: cclab needs Python >= 3.11 (PYTHON=$(PYTHON) is older)" >&2; exit 2; }
 
 $(INSTALLED): pyproject.toml $(RUST_INPUTS)
+	# The kernel engine's NFQUEUE delay line (used where the kernel has no netem), built beside
+	# the simulator's extension in a target directory of its own, so neither waits for the
+	# other's lock (engines/kernel/delayline.py looks there first).
+	CARGO_TARGET_DIR=target/delayline cargo build --quiet --release -p cclab-delayline & delayline=$$!; \
+	$(MAKE) --no-print-directory python-env; status=$$?; wait $$delayline || status=1; exit $$status
+	touch $@
+
+.PHONY: python-env
+python-env:
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	# uv installs the dependencies from its cache in about a second where pip takes about 45 s
 	# (measured on a fresh virtual environment here); it builds cclab itself through maturin
@@ -43,9 +52,6 @@ $(INSTALLED): pyproject.toml $(RUST_INPUTS)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check "uv>=0.4"
 	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(VENV)/bin/python -e ".[test]"
 	$(VENV)/bin/python -m compileall -q python/cclab
-	# The kernel engine's NFQUEUE delay line (used where the kernel has no netem).
-	cargo build --release -p cclab-delayline
-	touch $@
 
 # The report's browser tests drive Debian's chromium through playwright (a pip package in the
 # test extra); `playwright install` is never run: it would download a browser of its own.

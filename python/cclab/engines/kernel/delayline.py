@@ -27,13 +27,14 @@ BINARY_NAME = "cclab-delayline"
 
 
 def find_binary() -> str | None:
-    """$CCLAB_DELAYLINE, the workspace's target/{release,debug}, then $PATH."""
+    """$CCLAB_DELAYLINE, then the workspace's target/delayline/release (where `make install`
+    builds it), target/{release,debug} (a `cargo build` by hand), then $PATH."""
     env = os.environ.get("CCLAB_DELAYLINE")
     if env:
         return env if os.access(env, os.X_OK) else None
     repo = Path(__file__).resolve().parents[4]
-    for profile in ("release", "debug"):
-        candidate = repo / "target" / profile / BINARY_NAME
+    for folder in (("delayline", "release"), ("release",), ("debug",)):
+        candidate = repo.joinpath("target", *folder, BINARY_NAME)
         if os.access(candidate, os.X_OK):
             return str(candidate)
     return shutil.which(BINARY_NAME)
