@@ -76,7 +76,7 @@ test: system-deps browser-deps
 	$(MAKE) --no-print-directory install || { wait $$build; exit 1; }; \
 	wait $$build || status=$$?; \
 	chrt --idle 0 env CARGO_INCREMENTAL=0 CARGO_TARGET_DIR=target/tests cargo test --workspace --exclude cclab-py >> target/cargo-test.log 2>&1 & cargo=$$!; \
-	chrt --idle 0 $(VENV)/bin/pytest -n 3 --dist loadfile --ignore=tests/kernel > target/pytest-rest.log 2>&1 & rest=$$!; \
+	chrt --idle 0 $(VENV)/bin/pytest -n auto --dist loadfile --ignore=tests/kernel > target/pytest-rest.log 2>&1 & rest=$$!; \
 	$(VENV)/bin/pytest tests/kernel || status=$$?; \
 	wait $$rest || status=$$?; cat target/pytest-rest.log; \
 	wait $$cargo || status=$$?; cat target/cargo-test.log; exit $$status

@@ -187,6 +187,21 @@ impl TcpSender {
         self.retrans_out < prior_retrans
     }
 
+    /// `tcp_fastretrans_alert` D: Recovery ends once everything outstanding at its start is
+    /// acknowledged; CWR holds until data *above* high_seq is, so the CWR flag (on the first
+    /// segment past it) has reached the receiver.
+    fn end_finished_reduction(&mut self, now: SimTime) {
+        let snd_una = self.tcp.snd_una;
+        if self.tcp.ca_state == CaState::Recovery && snd_una >= self.high_seq {
+            self.set_ca_state(now, CaState::Open);
+            self.end_cwnd_reduction(now);
+        }
+        if self.tcp.ca_state == CaState::Cwr && snd_una > self.high_seq {
+            self.end_cwnd_reduction(now);
+            self.set_ca_state(now, CaState::Open);
+        }
+    }
+
     /// `tcp_time_to_recover`: a loss is proven, or (without RACK) more than `tp->reordering`
     /// duplicate ACKs' worth of segments were SACKed (`tcp_dupack_heuristics`).
     fn time_to_recover(&self) -> bool {
@@ -268,17 +283,7 @@ impl TcpSender {
             return;
         }
         let snd_una = self.tcp.snd_una;
-        // D. Exit recovery once everything outstanding at its start is acknowledged.
-        if self.tcp.ca_state == CaState::Recovery && snd_una >= self.high_seq {
-            self.set_ca_state(now, CaState::Open);
-            self.end_cwnd_reduction(now);
-        }
-        // CWR holds until data *above* high_seq is acknowledged, so the CWR
-        // flag (on the first segment past it) has reached the receiver.
-        if self.tcp.ca_state == CaState::Cwr && snd_una > self.high_seq {
-            self.end_cwnd_reduction(now);
-            self.set_ca_state(now, CaState::Open);
-        }
+        self.end_finished_reduction(now);
         // E. Process the state.
         match self.tcp.ca_state {
             CaState::Recovery => {
@@ -310,14 +315,7 @@ impl TcpSender {
     /// scoreboard marks; elsewhere `tcp_time_to_recover` enters Recovery and marks the head.
     fn fastretrans_alert_classic(&mut self, now: SimTime, ece: bool, do_lost: bool) {
         let snd_una = self.tcp.snd_una;
-        if self.tcp.ca_state == CaState::Recovery && snd_una >= self.high_seq {
-            self.set_ca_state(now, CaState::Open);
-            self.end_cwnd_reduction(now);
-        }
-        if self.tcp.ca_state == CaState::Cwr && snd_una > self.high_seq {
-            self.end_cwnd_reduction(now);
-            self.set_ca_state(now, CaState::Open);
-        }
+        self.end_finished_reduction(now);
         let mut fast_rexmit = false;
         if self.tcp.ca_state != CaState::Recovery {
             if self.tcp.ca_state == CaState::Loss {
