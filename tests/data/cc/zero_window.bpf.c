@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* A congestion control that sets its window to 0 once it passes 40 packets: Linux's TCP would
- * never send again; the simulator fails the run naming the hook. */
+/* A congestion control that sets its window to 0 once it passes 40 packets. Linux's TCP sends
+ * nothing while it is 0, and the ACKs of what is in flight grow it again through slow start (on
+ * the kernel engine: a 0-40 sawtooth, 16 of 19 Mbit/s at 20 Mbit/s, 20 ms, no timeout); the
+ * simulator does not model a window of 0 and fails the run naming the hook. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
