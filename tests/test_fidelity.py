@@ -83,7 +83,7 @@ def test_only_cases_keeps_the_named_cases_in_the_sets_order() -> None:
 
 
 def test_an_unknown_set_is_one_line_naming_the_option() -> None:
-    with pytest.raises(SpecError, match=r"^--set: unknown validation set 'nope'; one of default, bbr23, aqm, rtt, all, quick"):
+    with pytest.raises(SpecError, match=r"^--set: unknown validation set 'nope'; one of default, bbr23, aqm, rtt, host, all, quick"):
         get_set("nope")
 
 
@@ -245,6 +245,12 @@ def test_the_figures_of_merit_are_the_issues_thresholds() -> None:
     assert criteria[4][2] is None  # no case is there to show a pattern: nothing to judge
 
 
+def test_a_set_where_neither_engine_retransmitted_has_no_retransmission_verdict() -> None:
+    # A receive-window-limited case never loses: nothing to judge, not a failure.
+    criteria = compare.summarize([_comparison("cubic-capped", 0.005, (0, 0))]).criteria()
+    assert criteria[2][1:] == ("no case with any", None)
+
+
 def test_pairs_of_one_flow_cases_name_each_engines_winner() -> None:
     pair = [
         _comparison("bbr-x", 0.0, (0, 0), pair="x", sim_goodput=40.0),
@@ -267,7 +273,7 @@ def test_validate_with_an_unknown_set_is_one_line_and_writes_nothing(tmp_path: P
     out = tmp_path / "validate"
     done = run_cli("validate", "--set", "nope", "--out", out)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == ["error: --set: unknown validation set 'nope'; one of default, bbr23, aqm, rtt, all, quick"]
+    assert done.stderr.strip().splitlines() == ["error: --set: unknown validation set 'nope'; one of default, bbr23, aqm, rtt, host, all, quick"]
     assert not out.exists()
 
 
@@ -289,6 +295,16 @@ def test_the_aqm_set_runs_every_queue_discipline_and_ecn_on_and_off() -> None:
     codel_ecn = [s for s in scenarios if s.bottleneck.aqm == "codel" and s.bottleneck.aqm_params and s.bottleneck.aqm_params.ecn]
     assert {f.ecn for s in codel_ecn for f in s.flows} == {True, False}
     assert all(c.regime == "aqm" for c in get_set("aqm").cases)
+
+
+def test_the_host_set_holds_each_host_setting_beside_its_default() -> None:
+    configs = {c.name: c.scenario().resolve() for c in get_set("host").cases}
+    assert {c.get("host", {}).get("loss_recovery", "rack") for c in configs.values()} == {"rack", "classic"}
+    assert any(c.get("host", {}).get("tcp_rmem_max_bytes") == 512 * 1024 for c in configs.values())
+    # The two recovery cases differ in that setting alone.
+    rack, classic = configs["cubic-50M-40ms-1pct-rack"], configs["cubic-50M-40ms-1pct-classic"]
+    assert {k: v for k, v in classic.items() if k != "host"} == rack
+    assert {c.name for c in get_set("host").cases} <= {c.name for c in get_set("all").cases}
 
 
 def test_sojourn_agreement_allows_2_ms_or_25_percent() -> None:

@@ -430,8 +430,8 @@ class SetSummary:
             (f"goodput p90 |error| <= {GOODPUT_P90_MAX_ERROR:.0%}", f"{self.goodput_p90_error:.1%}", self.goodput_p90_error <= GOODPUT_P90_MAX_ERROR),
             (
                 f"retransmissions within {RETRANS_FACTOR:g}x in >= {RETRANS_MIN_SHARE:.0%} of cases with any",
-                f"{self.retrans_within_factor_share:.0%} of {self.retrans_cases}",
-                self.retrans_within_factor_share >= RETRANS_MIN_SHARE,
+                f"{self.retrans_within_factor_share:.0%} of {self.retrans_cases}" if self.retrans_cases else "no case with any",
+                self.retrans_within_factor_share >= RETRANS_MIN_SHARE if self.retrans_cases else None,
             ),
             (
                 f"same BBR-vs-CUBIC winner in >= {WINNER_MIN_SHARE:.0%} of pairs",

@@ -68,6 +68,7 @@ def _spec(
     loss: float = 0.0,
     aqm: str = "fifo",
     aqm_params: dict[str, Any] | None = None,
+    host: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     bottleneck: dict[str, Any] = {"rate_mbps": rate_mbps, "rtt_ms": rtt_ms, "buffer": buffer, "loss": loss, "aqm": aqm}
     if aqm_params:
@@ -78,6 +79,7 @@ def _spec(
         "bottleneck": bottleneck,
         "flows": flows,
         "output": {"flow_sample_interval_ms": FLOW_SAMPLE_INTERVAL_MS, "queue_sample_interval_ms": QUEUE_SAMPLE_INTERVAL_MS},
+        **({"host": host} if host else {}),
     }
 
 
@@ -248,9 +250,21 @@ def rtt_set() -> ValidationSet:
     return ValidationSet("rtt", f"flows with different RTTs, starved flows in mixed pairs, high-BDP single flows; medians and spreads over {RTT_SET_REPETITIONS} runs each (or --repetitions)", cases)
 
 
+def host_set() -> ValidationSet:
+    """`[host]` settings (issue 33): a receive buffer capped below the BDP, for a loss-based and
+    a model-based CC, and loss recovery without RACK beside RACK under random loss."""
+    capped = {"rate_mbps": 100, "rtt_ms": 100, "buffer": "1bdp", "duration_s": 10, "host": {"tcp_rmem_max": "512KiB"}}
+    cases = [Case(f"{cc}-100M-100ms-rmem512KiB", "host", _spec(flows=[{"cc": cc}], **capped)) for cc in ("cubic", "bbr")]
+    lossy = {"rate_mbps": 50, "rtt_ms": 40, "buffer": "1bdp", "loss": 0.01, "duration_s": 15}
+    for recovery in ("rack", "classic"):
+        cases.append(Case(f"cubic-50M-40ms-1pct-{recovery}", "host", _spec(flows=[{"cc": "cubic"}], host={"loss_recovery": recovery}, **lossy),
+                          repetitions=LOSS_REPETITIONS))  # fmt: skip
+    return ValidationSet("host", "host settings: a receive buffer capped below the BDP, loss recovery with and without RACK", cases)
+
+
 def all_set() -> ValidationSet:
-    sets = (default_set(), bbr_v2_v3_set(), aqm_set(), rtt_set())
-    return ValidationSet("all", "the default, bbr23, aqm and rtt sets together", [case for s in sets for case in s.cases])
+    sets = (default_set(), bbr_v2_v3_set(), aqm_set(), rtt_set(), host_set())
+    return ValidationSet("all", "the default, bbr23, aqm, rtt and host sets together", [case for s in sets for case in s.cases])
 
 
 def quick_set() -> ValidationSet:
@@ -261,7 +275,7 @@ def quick_set() -> ValidationSet:
     return ValidationSet("quick", "three 2 s cases: a smoke test of the method", cases)
 
 
-SETS = {"default": default_set, "bbr23": bbr_v2_v3_set, "aqm": aqm_set, "rtt": rtt_set, "all": all_set, "quick": quick_set}
+SETS = {"default": default_set, "bbr23": bbr_v2_v3_set, "aqm": aqm_set, "rtt": rtt_set, "host": host_set, "all": all_set, "quick": quick_set}
 
 
 def get_set(name: str) -> ValidationSet:
