@@ -65,6 +65,14 @@ def test_a_busy_machine_invalidates_a_run_only_when_its_own_tasks_waited_for_a_c
     assert assemble.longest_cpu_wait(held_up) == ("ksoftirqd/1", 0.25)
 
 
+def test_softnet_drops_name_their_cpu_and_what_the_hypervisor_took_of_it() -> None:
+    m = SimpleNamespace(softnet_growth_per_cpu=[0, 251], steal_fraction_per_cpu=[0.009, 0.214])
+    assert assemble.softnet_cpu_note(m) == "; CPU 1: 251, the hypervisor took 21.4% of it"
+    assert assemble.softnet_cpu_note(SimpleNamespace(softnet_growth_per_cpu=[], steal_fraction_per_cpu=[])) == ""
+    steal = probes.cpu_steal_per_cpu()
+    assert len(steal) == len(probes.softnet_dropped_per_cpu()) and all(0 <= s <= t for s, t in steal)
+
+
 def test_a_tasks_wait_for_a_cpu_is_read_from_its_schedstat_and_grows_only() -> None:
     import os
     import time

@@ -68,6 +68,10 @@ class Measured:
     #: CLOCK_REALTIME of the run's t0 (the userspace bottleneck's series clock).
     t0_realtime: float = 0.0
     ecn_of_flow: list[bool] = field(default_factory=list)
+    #: Per CPU over the run: backlog overflow drops (softnet_stat) and the share of its time
+    #: the hypervisor took (steal), to tell a held-up CPU from an overfull path.
+    softnet_growth_per_cpu: list[int] = field(default_factory=list)
+    steal_fraction_per_cpu: list[float] = field(default_factory=list)
     #: The resolved bottleneck: with a schedule or a trace, utilization counts what it offered.
     link: dict = field(default_factory=dict)
     #: Metrics cover [warmup_s, end]: the router's and the receiver's per-flow counters
@@ -455,7 +459,7 @@ def undetected_drops(qs: dict, horizon_s: float) -> int:
 def validity(m: Measured, flows: list[dict], bn: dict, qs: dict | None = None) -> dict:
     reasons = delay_reasons(m) + bottleneck_reasons(m)
     if m.softnet_growth > 0:
-        reasons.append(f"/proc/net/softnet_stat drops grew by {m.softnet_growth} (packets lost outside tbf)")
+        reasons.append(f"/proc/net/softnet_stat drops grew by {m.softnet_growth} (packets lost outside tbf){softnet_cpu_note(m)}")
     oversize = sum(v[0] for k, v in m.router_counters.items() if k[0] == "oversize")
     if oversize:
         reasons.append(f"{oversize} packets longer than the MTU left the senders (offloads not off)")
@@ -516,6 +520,16 @@ def _cpu_fraction(m: Measured, column: int) -> float | None:
     if len(cpu) < 2:
         return None
     return (cpu[-1][column] - cpu[0][column]) / max(1, cpu[-1][3] - cpu[0][3])
+
+
+def softnet_cpu_note(m: Measured) -> str:
+    """Appended to the softnet reason: on which CPUs, and how much of each the hypervisor took."""
+    parts = [
+        f"CPU {cpu}: {drops}" + (f", the hypervisor took {m.steal_fraction_per_cpu[cpu]:.1%} of it" if cpu < len(m.steal_fraction_per_cpu) else "")
+        for cpu, drops in enumerate(m.softnet_growth_per_cpu)
+        if drops > 0
+    ]
+    return f"; {'; '.join(parts)}" if parts else ""
 
 
 def host_steal_note(m: Measured) -> str:

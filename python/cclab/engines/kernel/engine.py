@@ -259,7 +259,7 @@ def _run(  # noqa: PLR0915
     child_kind = aqm_cfg["kind"] if kernel_aqm_args else None
     tbf_probe = probes.TbfProbe(topo.router, topo.bottleneck_ifindex, child_kind)
     tbf_first = tbf_probe.sample()
-    softnet0 = probes.softnet_dropped()
+    softnet0, steal0 = probes.softnet_dropped_per_cpu(), probes.cpu_steal_per_cpu()
     started.sampler = sampler = Sampler(
         flow_probes,
         tbf_probe,
@@ -353,7 +353,9 @@ def _run(  # noqa: PLR0915
     # the tail is delivered; the sender namespace's counter covers the whole connection.
     sender_retrans = {p.flow_id: probes.tcp_retrans_segs(p.sender_ns) for p in finite_plans}
     tbf_last = tbf_probe_final(topo)
-    softnet_growth = probes.softnet_dropped() - softnet0
+    softnet_per_cpu = [after - before for before, after in zip(softnet0, probes.softnet_dropped_per_cpu(), strict=False)]
+    steal_per_cpu = [(s1 - s0) / max(1, t1 - t0) for (s0, t0), (s1, t1) in zip(steal0, probes.cpu_steal_per_cpu(), strict=False)]
+    softnet_growth = sum(softnet_per_cpu)
     died = started.delay_line is not None and not started.delay_line.alive()
     delay_report = started.delay_line.stop() if started.delay_line is not None else None
     started.delay_line = None
@@ -374,7 +376,8 @@ def _run(  # noqa: PLR0915
     m = assemble.Measured(
         plans=plans, clients=client_reports, router_counters=router_counters, receiver_counters=receiver_counters,
         sampler=sampler, tbf_first=tbf_first, tbf_last=tbf_last, delay_report=delay_report,
-        delay_line_died=died, softnet_growth=softnet_growth, rate_bps=rate_bps, rtt_ns=rtt_ns,
+        delay_line_died=died, softnet_growth=softnet_growth, softnet_growth_per_cpu=softnet_per_cpu,
+        steal_fraction_per_cpu=steal_per_cpu, rate_bps=rate_bps, rtt_ns=rtt_ns,
         duration_s=duration_ns / 1e9, wall_s=time.monotonic() - wall0,
         queue_limit_bytes=b.get("queue_limit_bytes"), queue_limit_packets=b.get("queue_limit_packets"),
         delay_mechanism=choice.mechanism, netem_qdiscs=netem_qdiscs, netem_stats=netem_stats,

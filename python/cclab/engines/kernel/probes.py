@@ -312,11 +312,24 @@ def cpu_times() -> tuple[int, int, int]:
 
 def softnet_dropped() -> int:
     """Sum over CPUs of /proc/net/softnet_stat's second column (backlog overflow drops)."""
-    total = 0
+    return sum(softnet_dropped_per_cpu())
+
+
+def softnet_dropped_per_cpu() -> list[int]:
+    """/proc/net/softnet_stat's second column (backlog overflow drops), one row per CPU."""
     with open("/proc/net/softnet_stat") as f:
+        return [int(line.split()[1], 16) for line in f]
+
+
+def cpu_steal_per_cpu() -> list[tuple[int, int]]:
+    """(steal, total) jiffies of each CPU from /proc/stat's cpuN lines."""
+    rows = []
+    with open("/proc/stat") as f:
         for line in f:
-            total += int(line.split()[1], 16)
-    return total
+            if line.startswith("cpu") and line[3:4].isdigit():
+                fields = [int(x) for x in line.split()[1:9]]
+                rows.append((fields[7], sum(fields)))
+    return rows
 
 
 def tcp_retrans_segs(ns: str) -> int | None:

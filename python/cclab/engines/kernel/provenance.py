@@ -93,6 +93,8 @@ def provenance(
         "cpu_steal_fraction": assemble.cpu_steal_fraction(m),
         "cpu_wait_s": {name: round(s, 4) for name, s in sorted(m.sampler.cpu_wait.waited_s().items())},
         "softnet_drops_growth": m.softnet_growth,
+        "softnet_drops_growth_per_cpu": m.softnet_growth_per_cpu,
+        "cpu_steal_fraction_per_cpu": [round(f, 4) for f in m.steal_fraction_per_cpu],
         "sampler_missed_ticks": m.sampler.overruns,
         "finite_flows": _finite_flows(m),
         "finite_receiver_cpu_s": m.receiver_cpu_s,
