@@ -13,20 +13,16 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from cclab.units import parse_bytes
 
-#: `net.ipv4.tcp_rmem[1]` in the kernel engine's namespaces (engines/kernel/topology.py): the
-#: buffer a socket starts with, which autotuning never shrinks.
+#: `net.ipv4.tcp_rmem[1]` in the kernel engine's namespaces (engines/kernel/topology.py sets it
+#: from here; crates/cclab-sim/src/tcp/receive_window.rs has the same): the buffer a socket
+#: starts with, which autotuning never shrinks.
 TCP_RMEM_DEFAULT_BYTES = 131_072
 #: `tcp_rmem` is a vector of ints (Documentation/networking/ip-sysctl.rst).
 SYSCTL_INT_MAX = 2**31 - 1
-#: Linux's stock `tcp_rmem[2]` (6 MiB): what a host that nobody tuned autotunes up to.
-STOCK_TCP_RMEM_MAX_BYTES = 6 * 1024 * 1024
 #: cclab's default: high enough that a receive buffer never limits a flow (the seeds set
 #: 2^31-1; crates/cclab-sim/src/tcp/receive_window.rs `TCP_RMEM_MAX_BYTES` is the same).
 DEFAULT_TCP_RMEM_MAX_BYTES = 512 * 1024 * 1024
 DEFAULT_LOSS_RECOVERY = "rack"
-#: net.ipv4.tcp_recovery for each `loss_recovery` (Documentation/networking/ip-sysctl.rst:
-#: bit 0x1 enables RACK loss detection).
-TCP_RECOVERY_SYSCTL = {"rack": "1", "classic": "0"}
 
 
 def _check_tcp_rmem_max(text: str) -> str:
@@ -61,7 +57,7 @@ class Host(BaseModel):
         return resolved
 
 
-def effective(host: dict[str, Any] | None) -> dict[str, int]:
+def effective(host: dict[str, Any] | None) -> dict[str, Any]:
     """Every host setting an engine applies, from a config's `host` table (defaults filled)."""
     host = host or {}
     return {

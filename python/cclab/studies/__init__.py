@@ -43,16 +43,16 @@ def discover() -> dict[str, ModuleType]:
     A module that fails to import is an error, not a silently missing study: a
     broken study should be noticed by whoever runs `cclab reproduce`.
     """
-    studies: dict[str, ModuleType] = {}
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        name = getattr(module, "NAME", None)
-        if not isinstance(name, str) or module_name(name) != info.name:
-            raise RuntimeError(f"study module {module.__name__} defines NAME = {name!r}; its NAME must be its module's name with hyphens")
-        studies[name] = module
-    return dict(sorted(studies.items()))
+    return {name: _load(name) for name in names()}
+
+
+def _load(name: str) -> ModuleType:
+    """Study `name`'s module, which must define that NAME."""
+    module = importlib.import_module(f"{__name__}.{module_name(name)}")
+    if getattr(module, "NAME", None) != name:
+        raise RuntimeError(f"study module {module.__name__} defines NAME = {getattr(module, 'NAME', None)!r}; "
+                           f"its NAME must be its module's name with hyphens, {name!r}")  # fmt: skip
+    return module
 
 
 def get_study(name: str) -> ModuleType:
@@ -60,10 +60,7 @@ def get_study(name: str) -> ModuleType:
     known = names()
     if name not in known:
         raise SpecError(f"unknown study {name!r}; known studies: {', '.join(known) or '(none)'}")
-    module = importlib.import_module(f"{__name__}.{module_name(name)}")
-    if getattr(module, "NAME", None) != name:
-        raise RuntimeError(f"study module {module.__name__} defines NAME = {getattr(module, 'NAME', None)!r}, not {name!r}")
-    return module
+    return _load(name)
 
 
 def study_cc(study: ModuleType, cc: str) -> str:
