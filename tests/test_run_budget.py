@@ -21,6 +21,7 @@ import cclab
 import cclab.spec
 from cclab.engines import budget
 from cclab.errors import CclabError
+from cclab.progress import SHOW_AFTER_S
 from conftest import with_default_sigint
 
 CCLAB = [sys.executable, "-m", "cclab"]
@@ -115,11 +116,13 @@ def test_ctrl_c_stops_a_long_simulation_promptly_with_exit_130_and_nothing_writt
     log = tmp_path / "stderr.txt"
     with open(log, "w", encoding="utf-8") as errors:
         process = subprocess.Popen([*CCLAB, "run", str(spec), "--out", str(out)], stdout=subprocess.PIPE, stderr=errors, text=True, preexec_fn=with_default_sigint)
-    # Interrupt once the progress bar shows (2 s into the run, after the imports).
+    # Interrupt once the run has started (its first line is out) and its bar is up (drawn after
+    # SHOW_AFTER_S; to a file only when it stops, so it cannot be waited for).
     deadline = time.monotonic() + 20
-    while "ETA" not in log.read_text(encoding="utf-8") and time.monotonic() < deadline:
+    while "running" not in log.read_text(encoding="utf-8") and time.monotonic() < deadline:
         assert process.poll() is None, process.communicate()
         time.sleep(0.1)
+    time.sleep(SHOW_AFTER_S + 2.0)
     process.send_signal(signal.SIGINT)
     sent = time.monotonic()
     process.communicate(timeout=10)
