@@ -66,27 +66,28 @@ browser-deps:
 	@command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
 
 test: system-deps browser-deps
-	# The Rust tests compile while the install runs (their own target directory, so neither
-	# waits for the other's lock; the install's last crates build on one core), and run later.
-	# Then the kernel engine's tests (tests/kernel) run in real time, one at a time, at normal
-	# priority, with the CPU-bound rest beside them under SCHED_IDLE (chrt --idle): one pytest
-	# worker per core, a file to a worker (module fixtures run once), and the Rust tests. An
-	# idle-policy task gives way at once to the kernel runs' tasks (the delay line is SCHED_FIFO
-	# besides): measured here, kernel runs beside it were as punctual as alone or more (a busy
-	# vCPU is not descheduled by the hypervisor), and their validity checks tell a machine busy
-	# with such work from one that held the run up (engines/kernel/assemble.py). No test asserts
-	# on wall-clock time (bench/ measures that). cclab-py links against libpython only when
-	# loaded by Python: the pytest suite tests it. Every part runs even if one fails; the other
-	# parts' output follows the kernel tests'.
+	# The Rust tests build and run under SCHED_IDLE (chrt --idle) from the start, in their own
+	# target directory (so neither waits for the other's lock): the install's build takes the
+	# CPU first, and the tests start as soon as it is done. Then the kernel engine's tests
+	# (tests/kernel) run in real time, one at a time, at normal priority, with the CPU-bound
+	# rest beside them, also under SCHED_IDLE: one pytest worker per core, a file to a worker
+	# (module fixtures run once). An idle-policy task gives way at once to the kernel runs'
+	# tasks (the delay line is SCHED_FIFO besides): measured here, kernel runs beside it were as
+	# punctual as alone or more (a busy vCPU is not descheduled by the hypervisor), and their
+	# validity checks tell a machine busy with such work from one that held the run up
+	# (engines/kernel/assemble.py). No test asserts on wall-clock time (bench/ measures that).
+	# cclab-py links against libpython only when loaded by Python: the pytest suite tests it.
+	# Every part runs even if one fails; the other parts' output follows the kernel tests'.
 	status=0; mkdir -p target; \
-	env CARGO_INCREMENTAL=0 CARGO_TARGET_DIR=target/tests cargo test --workspace --exclude cclab-py --no-run > target/cargo-test.log 2>&1 & build=$$!; \
-	$(MAKE) --no-print-directory install || { wait $$build; exit 1; }; \
-	wait $$build || status=$$?; \
-	chrt --idle 0 env CARGO_INCREMENTAL=0 CARGO_TARGET_DIR=target/tests cargo test --workspace --exclude cclab-py >> target/cargo-test.log 2>&1 & cargo=$$!; \
+	chrt --idle 0 env CARGO_INCREMENTAL=0 CARGO_TARGET_DIR=target/tests sh -c \
+		'cargo test --workspace --exclude cclab-py --no-run && cargo test --workspace --exclude cclab-py' > target/cargo-test.log 2>&1 & cargo=$$!; \
+	$(MAKE) --no-print-directory install || { wait $$cargo; exit 1; }; \
+	echo "make test: installed after $$SECONDS s"; \
 	chrt --idle 0 $(VENV)/bin/pytest -n auto --dist loadfile --ignore=tests/kernel > target/pytest-rest.log 2>&1 & rest=$$!; \
 	$(VENV)/bin/pytest tests/kernel || status=$$?; \
-	wait $$rest || status=$$?; cat target/pytest-rest.log; \
-	wait $$cargo || status=$$?; cat target/cargo-test.log; exit $$status
+	echo "make test: kernel tests done after $$SECONDS s"; \
+	wait $$rest || status=$$?; cat target/pytest-rest.log; echo "make test: the rest done after $$SECONDS s"; \
+	wait $$cargo || status=$$?; cat target/cargo-test.log; echo "make test: Rust tests done after $$SECONDS s"; exit $$status
 
 run: install
 	# The main job: the "When to use BBR" study (Cao et al., IMC 2019) on the simulator:
