@@ -105,7 +105,7 @@ def constructed_engine_output(n_flows: int = 2) -> dict[str, Any]:
             "rtt_min_ms": 25.1, "rtt_mean_ms": 40.2, "rtt_p50_ms": 39.0, "rtt_p95_ms": 49.9, "rtt_max_ms": 50.3,
             "fct_s": None if i == 0 else 3.25, "completed": i != 0,
             "ecn": i == 1, "ce_marks_received": 0 if i == 0 else 7, "aqm_drop_segments": 0,
-            "rwnd_limited_ms": 0.0 if i == 0 else 152.0,
+            "rwnd_limited_ms": 0.0 if i == 0 else 152.0, "sndbuf_limited_ms": 0.0 if i == 0 else 37.5,
         }
         for i in range(n_flows)
     ]

@@ -58,6 +58,8 @@ FLOW_COLUMNS: dict[str, str] = {
     "aqm_drop_segments": "Int64",  # this flow's packets the AQM dropped (within queue_drop_segments)
     # Time new data waited for the receiver's window (tcpi_rwnd_limited); NaN before model 9.
     "rwnd_limited_ms": "float64",
+    # Time the sender had sent all it had while its writer waited for buffer memory (tcpi_sndbuf_limited).
+    "sndbuf_limited_ms": "float64",
 }
 FLOW_SERIES_COLUMNS: dict[str, str] = {
     "time_s": "float64",

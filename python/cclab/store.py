@@ -64,6 +64,9 @@ RUN_COLUMNS: dict[str, str] = {
     "size_bytes": "Int64",  # null for flows that run for duration_s
     "extra_rtt_ms": "float64",
     "rwnd_bytes": "Int64",
+    # SO_SNDBUF / SO_RCVBUF as the spec set them (iperf3 -w); null where autotuned.
+    "sndbuf_bytes": "Int64",
+    "rcvbuf_bytes": "Int64",
 }
 
 
@@ -152,6 +155,8 @@ def flow_rows(run_dir: Path) -> list[dict[str, Any]]:
                 "size_bytes": spec_flow.get("size_bytes"),
                 "extra_rtt_ms": spec_flow.get("extra_rtt_ns", 0) / 1e6,
                 "rwnd_bytes": spec_flow.get("rwnd_bytes"),
+                "sndbuf_bytes": spec_flow.get("sndbuf_bytes"),
+                "rcvbuf_bytes": spec_flow.get("rcvbuf_bytes"),
                 **flow,
                 **bottleneck,
             }

@@ -11,7 +11,7 @@ WHOLE_FLOW = {
     "bytes_sent": 20_500_000, "data_segments_sent": 14_200, "retrans_segments": 40, "lost_segments": 40,
     "queue_drop_segments": 30, "random_loss_segments": 10, "rto_count": 1, "rtt_min_ms": 20.0, "rtt_mean_ms": 30.0,
     "rtt_p50_ms": 30.0, "rtt_p95_ms": 40.0, "rtt_max_ms": 90.0, "fct_s": None, "completed": False, "ecn": False,
-    "ce_marks_received": 0, "aqm_drop_segments": 0, "rwnd_limited_ms": 180.0,
+    "ce_marks_received": 0, "aqm_drop_segments": 0, "rwnd_limited_ms": 180.0, "sndbuf_limited_ms": 20.0,
 }  # fmt: skip
 
 
@@ -54,7 +54,7 @@ def test_the_bytes_at_the_warmup_are_interpolated_between_the_samples_around_it(
 
     def sample(bytes_acked: int, retrans: int) -> SimpleNamespace:
         return SimpleNamespace(bytes_acked=bytes_acked, bytes_sent=bytes_acked + 1000, data_segs_out=bytes_acked // 1448,
-                               total_retrans=retrans, total_rto=0, rwnd_limited_us=0)  # fmt: skip
+                               total_retrans=retrans, total_rto=0, rwnd_limited_us=0, sndbuf_limited_us=0)  # fmt: skip
 
     # Samples every 100 ms; the warm-up ends at 1.0 s, between those of 0.9 and 1.0002 s. The
     # last one before it alone would count 100 ms of bytes into the window's.

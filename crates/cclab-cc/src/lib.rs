@@ -300,6 +300,11 @@ pub trait CongestionControl {
     fn needs_pacing(&self) -> bool {
         false
     }
+    /// `.sndbuf_expand`: how many congestion windows of memory send-buffer autotuning
+    /// provisions (`tcp_sndbuf_expand`); `None` for TCP's 2 ("CUBIC needs 1.7").
+    fn sndbuf_expand(&self) -> Option<u32> {
+        None
+    }
     /// Internal estimates for time series.
     fn telemetry(&self, tcp: &TcpState) -> CcTelemetry {
         CcTelemetry::window_based(tcp)
@@ -408,6 +413,9 @@ impl CongestionControl for AnyCc {
     }
     fn needs_pacing(&self) -> bool {
         dispatch!(self, cc => cc.needs_pacing())
+    }
+    fn sndbuf_expand(&self) -> Option<u32> {
+        dispatch!(self, cc => cc.sndbuf_expand())
     }
     fn telemetry(&self, tcp: &TcpState) -> CcTelemetry {
         dispatch!(self, cc => cc.telemetry(tcp))

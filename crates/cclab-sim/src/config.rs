@@ -43,6 +43,9 @@ pub struct HostConfig {
     /// `net.ipv4.tcp_rmem[2]`: the most receive-buffer autotuning grows a socket's buffer to.
     #[serde(default = "default_tcp_rmem_max_bytes")]
     pub tcp_rmem_max_bytes: u64,
+    /// `net.ipv4.tcp_wmem[2]`: the most send-buffer autotuning grows a socket's buffer to.
+    #[serde(default = "default_tcp_wmem_max_bytes")]
+    pub tcp_wmem_max_bytes: u64,
     /// `net.ipv4.tcp_recovery`: RACK-TLP (1, Linux's default) or the classic scoreboard (0).
     #[serde(default)]
     pub loss_recovery: LossRecovery,
@@ -58,12 +61,16 @@ pub enum LossRecovery {
 
 impl Default for HostConfig {
     fn default() -> Self {
-        HostConfig { tcp_rmem_max_bytes: default_tcp_rmem_max_bytes(), loss_recovery: LossRecovery::Rack }
+        HostConfig { tcp_rmem_max_bytes: default_tcp_rmem_max_bytes(), tcp_wmem_max_bytes: default_tcp_wmem_max_bytes(), loss_recovery: LossRecovery::Rack }
     }
 }
 
 fn default_tcp_rmem_max_bytes() -> u64 {
     crate::tcp::receive_window::TCP_RMEM_MAX_BYTES
+}
+
+fn default_tcp_wmem_max_bytes() -> u64 {
+    crate::tcp::send_buffer::TCP_WMEM_MAX_BYTES
 }
 
 fn default_true() -> bool {
@@ -130,6 +137,12 @@ pub struct FlowConfig {
     pub extra_rtt_ns: u64,
     #[serde(default)]
     pub rwnd_bytes: Option<u64>,
+    /// The sender's SO_SNDBUF (iperf3 -w): Linux doubles it and stops autotuning; `None`: autotuned.
+    #[serde(default)]
+    pub sndbuf_bytes: Option<u64>,
+    /// The receiver's SO_RCVBUF, the same way.
+    #[serde(default)]
+    pub rcvbuf_bytes: Option<u64>,
     /// Negotiate ECN (net.ipv4.tcp_ecn=1 at both ends, RFC 3168).
     #[serde(default)]
     pub ecn: bool,
@@ -145,7 +158,7 @@ pub struct FlowConfig {
 impl FlowConfig {
     /// A bulk flow (no size limit) of `cc` starting at time zero on the base RTT.
     pub fn bulk(flow_id: u32, cc: &str) -> Self {
-        FlowConfig { flow_id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None, ecn: false, accecn: false, native_cc: None }
+        FlowConfig { flow_id, cc: cc.into(), probe_bw_gain: None, start_ns: 0, size_bytes: None, extra_rtt_ns: 0, rwnd_bytes: None, sndbuf_bytes: None, rcvbuf_bytes: None, ecn: false, accecn: false, native_cc: None }
     }
 
     pub fn cc_config(&self) -> Result<CcConfig, String> {

@@ -30,7 +30,7 @@ pub use sim::Simulation;
 /// a run produces: sweeps key finished runs on it, so old results are not
 /// reused for a different model. What each version changed: CHANGELOG.md,
 /// "Simulator model versions".
-pub const MODEL_VERSION: u32 = 22;
+pub const MODEL_VERSION: u32 = 23;
 
 /// TCP payload per full segment on a 1500-byte MTU with timestamps.
 pub const MSS_BYTES: u32 = 1448;

@@ -34,6 +34,9 @@ pub struct FlowMetrics {
     pub segments_received: u64,
     /// Time new data waited for the receiver's window (`tcpi_rwnd_limited`).
     pub rwnd_limited_ms: f64,
+    /// Time the sender ran out of data because its socket buffer was full
+    /// (`tcpi_sndbuf_limited`).
+    pub sndbuf_limited_ms: f64,
 }
 
 /// Metrics over [warmup, end] under their own names, the whole run's as `whole_run_<name>`.
@@ -254,6 +257,7 @@ fn flow_metrics(sim: &Simulation, i: usize, from: &Snapshot, start_s: f64, end_s
         rtt_max_ms: rtt_max,
         segments_received: f.receiver.segments_received - c.segments_received,
         rwnd_limited_ms: (f.sender.rwnd_limited_ns_at(sim.now) - c.rwnd_limited_ns) as f64 / 1e6,
+        sndbuf_limited_ms: (f.sender.sndbuf_limited_ns_at(sim.now) - c.sndbuf_limited_ns) as f64 / 1e6,
     }
 }
 

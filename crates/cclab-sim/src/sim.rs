@@ -155,6 +155,7 @@ impl Simulation {
             if config.host.loss_recovery == crate::config::LossRecovery::Classic {
                 sender.use_classic_loss_recovery();
             }
+            sender.set_send_buffer(f.sndbuf_bytes, config.host.tcp_wmem_max_bytes);
             // Both ends run net.ipv4.tcp_ecn=1 when the flow asks for ECN: the SYN's
             // ECE|CWR is answered by a SYN-ACK with ECE, so ECN is on (tcp_ecn_rcv_synack).
             // A CC that needs ECN (DCTCP) asks for it whatever tcp_ecn says, at both ends
@@ -288,6 +289,7 @@ impl Simulation {
                     loss_probes: s.loss_probes,
                     segments_received: f.receiver.segments_received,
                     rwnd_limited_ns: f.sender.rwnd_limited_ns_at(self.now),
+                    sndbuf_limited_ns: f.sender.sndbuf_limited_ns_at(self.now),
                     rtt_samples: s.rtt_samples_us.len(),
                 }
             })
@@ -394,16 +396,20 @@ impl Simulation {
             }
             Event::FlowEstablished(i) => {
                 let flow = &mut self.flows[i as usize];
-                if self.config.receive_window_autotuning && self.config.flows[i as usize].rwnd_bytes.is_none() {
+                let flow_config = &self.config.flows[i as usize];
+                if self.config.receive_window_autotuning && flow_config.rwnd_bytes.is_none() {
                     // The first data echoes the SYN-ACK's timestamp. The receiving socket
                     // was set up a handshake RTT before that data arrives and has read
                     // iperf3's cookie (the kernel engine's data connections; a client
                     // sends a request first the same way), so its first receive-buffer
                     // measurement ends with the first read of data.
                     let setup = SimTime((now + self.egress_prop).as_nanos().saturating_sub(flow.syn_rtt.as_nanos()));
-                    let window = ReceiveWindow::new(MSS_BYTES as u64, KERNEL_SEGMENT_TRUESIZE_BYTES, setup)
+                    let mut window = ReceiveWindow::new(MSS_BYTES as u64, KERNEL_SEGMENT_TRUESIZE_BYTES, setup)
                         .with_bytes_read_before_data(IPERF3_COOKIE_BYTES)
                         .with_tcp_rmem_max(self.config.host.tcp_rmem_max_bytes);
+                    if let Some(requested) = flow_config.rcvbuf_bytes {
+                        window = window.with_locked_rcvbuf(requested);
+                    }
                     flow.sender.set_peer_window(window.initial_window_end(), flow.receiver.ts_clock.read(flow.syn_ack_sent));
                     flow.receiver.use_receive_window(window);
                 }

@@ -25,6 +25,7 @@ pub struct FlowCounters {
     pub loss_probes: u64,
     pub segments_received: u64,
     pub rwnd_limited_ns: u64,
+    pub sndbuf_limited_ns: u64,
     /// RTT samples taken so far (the window's are the ones after this index).
     pub rtt_samples: usize,
 }

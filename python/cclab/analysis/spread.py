@@ -20,7 +20,8 @@ from cclab.analysis.timeseries import cc_color  # noqa: E402
 # less the seed and the run key.
 POINT_COLUMNS = (
     "sweep", "engine", "duration_s", "rate_mbps", "rtt_ms", "buffer_bytes", "loss", "aqm", "n_flows", "warmup_s",
-    "flow_id", "cc", "probe_bw_gain", "size_bytes", "extra_rtt_ms", "rwnd_bytes", "start_s", "ecn",
+    "flow_id", "cc", "probe_bw_gain", "size_bytes", "extra_rtt_ms", "rwnd_bytes", "sndbuf_bytes", "rcvbuf_bytes",
+    "start_s", "ecn",
 )  # fmt: skip
 
 

@@ -252,14 +252,21 @@ def rtt_set() -> ValidationSet:
 
 def host_set() -> ValidationSet:
     """`[host]` settings (issue 33): a receive buffer capped below the BDP, for a loss-based and
-    a model-based CC, and loss recovery without RACK beside RACK under random loss."""
+    a model-based CC, loss recovery without RACK beside RACK under random loss, socket buffers
+    set as iperf3 -w sets them, and send-buffer autotuning capped below the BDP."""
     capped = {"rate_mbps": 100, "rtt_ms": 100, "buffer": "1bdp", "duration_s": 10, "host": {"tcp_rmem_max": "512KiB"}}
     cases = [Case(f"{cc}-100M-100ms-rmem512KiB", "host", _spec(flows=[{"cc": cc}], **capped)) for cc in ("cubic", "bbr")]
     lossy = {"rate_mbps": 50, "rtt_ms": 40, "buffer": "1bdp", "loss": 0.01, "duration_s": 15}
     for recovery in ("rack", "classic"):
         cases.append(Case(f"cubic-50M-40ms-1pct-{recovery}", "host", _spec(flows=[{"cc": "cubic"}], host={"loss_recovery": recovery}, **lossy),
                           repetitions=LOSS_REPETITIONS))  # fmt: skip
-    return ValidationSet("host", "host settings: a receive buffer capped below the BDP, loss recovery with and without RACK", cases)
+    # iperf3 -w (both buffers of a bulk flow), and send-buffer autotuning capped below the BDP.
+    set_buffers = {"rate_mbps": 100, "rtt_ms": 100, "buffer": "1bdp", "duration_s": 10}
+    for cc in ("cubic", "bbr"):
+        cases.append(Case(f"{cc}-100M-100ms-w128KiB", "host", _spec(flows=[{"cc": cc, "sndbuf": "128KiB", "rcvbuf": "128KiB"}], **set_buffers)))
+    cases.append(Case("cubic-200M-100ms-wmem512KiB", "host",
+                      _spec(flows=[{"cc": "cubic"}], host={"tcp_wmem_max": "512KiB"}, **{**set_buffers, "rate_mbps": 200})))  # fmt: skip
+    return ValidationSet("host", "host settings: receive and send buffers capped below the BDP, iperf3 -w, loss recovery with and without RACK", cases)
 
 
 def all_set() -> ValidationSet:

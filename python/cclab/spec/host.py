@@ -22,6 +22,11 @@ SYSCTL_INT_MAX = 2**31 - 1
 #: cclab's default: high enough that a receive buffer never limits a flow (the seeds set
 #: 2^31-1; crates/cclab-sim/src/tcp/receive_window.rs `TCP_RMEM_MAX_BYTES` is the same).
 DEFAULT_TCP_RMEM_MAX_BYTES = 512 * 1024 * 1024
+#: `net.ipv4.tcp_wmem[1]`: the send buffer a socket starts with (Linux's default, which the kernel
+#: engine keeps); the most autotuning grows it to may not be less.
+TCP_WMEM_DEFAULT_BYTES = 16_384
+#: cclab's default for `tcp_wmem[2]`, as for tcp_rmem: a send buffer never limits a flow.
+DEFAULT_TCP_WMEM_MAX_BYTES = 512 * 1024 * 1024
 DEFAULT_LOSS_RECOVERY = "rack"
 
 
@@ -32,6 +37,42 @@ def _check_tcp_rmem_max(text: str) -> str:
     return text
 
 
+def _check_tcp_wmem_max(text: str) -> str:
+    value = parse_bytes(text)
+    if not TCP_WMEM_DEFAULT_BYTES <= value <= SYSCTL_INT_MAX:
+        raise ValueError(f"must be between tcp_wmem's default, 16KiB, and {SYSCTL_INT_MAX} bytes (got {text!r})")
+    return text
+
+
+#: A flow's `sndbuf`/`rcvbuf` when the kernel sizes the buffer itself (iperf3 without -w).
+AUTOTUNE = "autotune"
+#: setsockopt(SO_SNDBUF/SO_RCVBUF) takes an int and doubles it (net/core/sock.c clamps the value
+#: to INT_MAX / 2 first).
+MAX_SOCKET_BUFFER_BYTES = SYSCTL_INT_MAX // 2
+
+
+def _check_socket_buffer(text: str) -> str:
+    if text == AUTOTUNE:
+        return text
+    try:
+        value = parse_bytes(text)
+    except ValueError as error:
+        raise ValueError(f'must be "{AUTOTUNE}" or a size in bytes: {error}') from None
+    if not 1 <= value <= MAX_SOCKET_BUFFER_BYTES:
+        raise ValueError(f'must be "{AUTOTUNE}" or between 1 and {MAX_SOCKET_BUFFER_BYTES} bytes (got {text!r})')
+    return text
+
+
+#: `flows[].sndbuf` / `rcvbuf`: iperf3's -w, the value given to setsockopt (which Linux doubles
+#: and then stops autotuning), or "autotune".
+SocketBuffer = Annotated[str, AfterValidator(_check_socket_buffer)]
+
+
+def socket_buffer_bytes(text: str | None) -> int | None:
+    """The setsockopt value of a flow's `sndbuf`/`rcvbuf`; None where the kernel autotunes."""
+    return None if text is None or text == AUTOTUNE else parse_bytes(text)
+
+
 class Host(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
 
@@ -39,6 +80,12 @@ class Host(BaseModel):
         default=None,
         description="net.ipv4.tcp_rmem's maximum: the most receive-buffer autotuning grows a socket to "
         "(default 512MiB, never limiting; Linux's stock value is 6MiB)",
+    )
+
+    tcp_wmem_max: Annotated[str, AfterValidator(_check_tcp_wmem_max)] | None = Field(
+        default=None,
+        description="net.ipv4.tcp_wmem's maximum: the most send-buffer autotuning grows a socket to "
+        "(default 512MiB, never limiting; Linux's stock value is 4MiB)",
     )
 
     loss_recovery: Literal["rack", "classic"] = Field(
@@ -52,6 +99,8 @@ class Host(BaseModel):
         resolved: dict[str, Any] = {}
         if self.tcp_rmem_max is not None and parse_bytes(self.tcp_rmem_max) != DEFAULT_TCP_RMEM_MAX_BYTES:
             resolved["tcp_rmem_max_bytes"] = parse_bytes(self.tcp_rmem_max)
+        if self.tcp_wmem_max is not None and parse_bytes(self.tcp_wmem_max) != DEFAULT_TCP_WMEM_MAX_BYTES:
+            resolved["tcp_wmem_max_bytes"] = parse_bytes(self.tcp_wmem_max)
         if self.loss_recovery != DEFAULT_LOSS_RECOVERY:
             resolved["loss_recovery"] = self.loss_recovery
         return resolved
@@ -62,5 +111,6 @@ def effective(host: dict[str, Any] | None) -> dict[str, Any]:
     host = host or {}
     return {
         "tcp_rmem_max_bytes": int(host.get("tcp_rmem_max_bytes", DEFAULT_TCP_RMEM_MAX_BYTES)),
+        "tcp_wmem_max_bytes": int(host.get("tcp_wmem_max_bytes", DEFAULT_TCP_WMEM_MAX_BYTES)),
         "loss_recovery": str(host.get("loss_recovery", DEFAULT_LOSS_RECOVERY)),
     }

@@ -22,7 +22,7 @@ from cclab.spec.aqm import AqmName, AqmParams, check_params_apply, resolve_aqm
 from cclab.spec.bpf_source import BpfSource, is_source as is_bpf_source
 from cclab.spec.bpf_source import load as load_bpf_source
 from cclab.spec.fields import FieldError
-from cclab.spec.host import Host
+from cclab.spec.host import AUTOTUNE, Host, SocketBuffer, socket_buffer_bytes
 from cclab.spec.link import LinkChange, mean_rate_bps, read_trace_ms
 from cclab.units import FRAME_BYTES, MSS_BYTES, parse_bytes, parse_size
 
@@ -207,6 +207,14 @@ class Flow(_Strict):
     size: BytesText | None = Field(default=None, description="finite flow; otherwise runs for duration_s")
     extra_rtt_ms: float = Field(default=0.0, ge=0)
     rwnd: RwndText | None = Field(default=None, description="receive window; default unlimited")
+    sndbuf: SocketBuffer = Field(
+        default=AUTOTUNE,
+        description='the sender\'s SO_SNDBUF as iperf3 -w sets it (Linux doubles it and stops autotuning), or "autotune"',
+    )
+    rcvbuf: SocketBuffer = Field(
+        default=AUTOTUNE,
+        description='the receiver\'s SO_RCVBUF as iperf3 -w sets it (Linux doubles it and stops autotuning), or "autotune"',
+    )
     ecn: EcnMode = Field(
         default=False,
         description='the sender negotiates ECN: true for RFC 3168 (net.ipv4.tcp_ecn = 1), "accecn" for Accurate ECN (RFC 9768, tcp_ecn = 3)',
@@ -369,6 +377,11 @@ class Scenario(_Strict):
                 }
                 if entry.bpf_source is not None:
                     flow["bpf_source"] = entry.bpf_source.resolved()
+                # Only when set, so that an autotuned flow's config (and its run key) is unchanged.
+                for side in ("sndbuf", "rcvbuf"):
+                    requested = socket_buffer_bytes(getattr(entry, side))
+                    if requested is not None:
+                        flow[f"{side}_bytes"] = requested
                 # Accurate ECN, asked for or needed (Prague: TCP_CONG_NEEDS_ACCECN); only when
                 # used, so that other flows' configs (and their run keys) are unchanged.
                 if entry.ecn == "accecn" or entry.cc_name in NEEDS_ACCECN:

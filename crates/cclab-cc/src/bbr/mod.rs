@@ -397,6 +397,12 @@ impl CongestionControl for Bbr {
         true
     }
 
+    /// `bbr_sndbuf_expand` (net/ipv4/tcp_bbr.c): "Provision 3 * cwnd since BBR may slow-start
+    /// even during recovery."
+    fn sndbuf_expand(&self) -> Option<u32> {
+        Some(3)
+    }
+
     /// As `bbr_get_info` reports: bw in payload bytes/s (here bits/s), min_rtt, gain.
     fn telemetry(&self, tcp: &TcpState) -> CcTelemetry {
         let bytes_per_sec = (self.bw() as u128 * tcp.mss_bytes as u128 * USEC_PER_SEC as u128) >> BW_SCALE;

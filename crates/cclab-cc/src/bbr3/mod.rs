@@ -496,6 +496,11 @@ impl CongestionControl for Bbr3 {
         true
     }
 
+    /// `bbr_sndbuf_expand`, the same 3 in google/bbr v2alpha and v3 as in v1.
+    fn sndbuf_expand(&self) -> Option<u32> {
+        Some(3)
+    }
+
     /// As `bbr_get_info`: bw (bits/s here), min_rtt, pacing gain, phase.
     fn telemetry(&self, tcp: &TcpState) -> CcTelemetry {
         let bytes_per_sec = (self.bw() as u128 * tcp.mss_bytes as u128 * USEC_PER_SEC as u128) >> BW_SCALE;

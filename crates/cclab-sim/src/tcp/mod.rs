@@ -6,4 +6,5 @@ pub mod rate;
 pub mod receive_window;
 pub mod receiver;
 pub mod rtt;
+pub mod send_buffer;
 pub mod sender;

@@ -26,10 +26,14 @@ pub const TCP_RMEM_DEFAULT_BYTES: u64 = 131_072;
 /// `tcp_rmem[2]`: the most autotuning grows the buffer to (same setting; the spec's
 /// `[host] tcp_rmem_max` replaces it, `with_tcp_rmem_max`).
 pub const TCP_RMEM_MAX_BYTES: u64 = 536_870_912;
-/// `net.core.rmem_max`, which a child namespace cannot change: Linux's default `SK_RMEM_MAX`
-/// (include/net/sock.h: `_SK_MEM_PACKETS * _SK_MEM_OVERHEAD`, 256 x 832 bytes). The window
-/// scale is chosen for the larger of it and `tcp_rmem[2]` (`tcp_select_initial_window`).
-const SYSCTL_RMEM_MAX_BYTES: u64 = 212_992;
+/// `net.core.rmem_max` in the kernel engine's namespaces, which cannot change it (read-only
+/// there): 4 MiB on its host (docs/RECEIVE_WINDOW.md; Linux's own default `SK_RMEM_MAX` is
+/// 212,992). The window scale is chosen for the larger of it and `tcp_rmem[2]`
+/// (`tcp_select_initial_window`), and SO_RCVBUF is clamped to it.
+pub const NET_CORE_RMEM_MAX_BYTES: u64 = 4_194_304;
+/// `SOCK_MIN_RCVBUF` (include/net/sock.h: `TCP_SKB_MIN_TRUESIZE`, 2048 + the aligned
+/// `struct sk_buff`, 256 bytes): the least SO_RCVBUF leaves.
+const SOCK_MIN_RCVBUF_BYTES: u64 = 2_304;
 /// Memory charged for one full-sized segment (`skb->truesize`). Measured on the kernel
 /// engine with the `tcp:tcp_rcvbuf_grow` tracepoint: `scaling_ratio = len * 256 /
 /// truesize` was 162 on every connection of a traced 2-flow run (and 142 on one
@@ -90,12 +94,14 @@ pub struct ReceiveWindow {
     ratio_measured: bool,
     /// `tcp_rmem[2]`.
     tcp_rmem_max_bytes: u64,
+    /// `SOCK_RCVBUF_LOCK`: the application set SO_RCVBUF, and autotuning leaves the buffer be.
+    rcvbuf_locked: bool,
 }
 
 /// `tcp_select_initial_window`'s scale: the one the largest buffer the socket may grow to needs
 /// (`ilog2(max(space, tcp_rmem[2], rmem_max)) - 15`, at most 14).
 fn initial_wscale(full_space_bytes: u64, tcp_rmem_max_bytes: u64) -> u32 {
-    let space = full_space_bytes.max(tcp_rmem_max_bytes).max(SYSCTL_RMEM_MAX_BYTES);
+    let space = full_space_bytes.max(tcp_rmem_max_bytes).max(NET_CORE_RMEM_MAX_BYTES);
     (space.ilog2().saturating_sub(15)).min(TCP_MAX_WSCALE)
 }
 
@@ -138,7 +144,35 @@ impl ReceiveWindow {
             last_tsecr_tick: None,
             ratio_measured: false,
             tcp_rmem_max_bytes: TCP_RMEM_MAX_BYTES,
+            rcvbuf_locked: false,
         }
+    }
+
+    /// The receiving socket's SO_RCVBUF was set to `requested_bytes` (iperf3 -w) before it
+    /// listened, and the connection inherited it (`sk_clone_lock`): the buffer is twice that
+    /// (`__sock_set_rcvbuf`), clamped first to `net.core.rmem_max`, and locked, so autotuning
+    /// never grows it (`tcp_rcvbuf_grow`). The handshake's clamp is the buffer's window at the
+    /// default 50% ratio (`tcp_openreq_init_rwin`), which also bounds the window scale
+    /// (`tcp_select_initial_window`), so the 16-bit window field can cap it below the buffer.
+    pub fn with_locked_rcvbuf(mut self, requested_bytes: u64) -> Self {
+        let rcvbuf = (requested_bytes.min(NET_CORE_RMEM_MAX_BYTES) * 2).max(SOCK_MIN_RCVBUF_BYTES);
+        let full_space = win_from_space(TCP_DEFAULT_SCALING_RATIO, rcvbuf);
+        // tcp_select_initial_window, with the clamp at the full space.
+        let space = if full_space > self.mss_bytes { full_space / self.mss_bytes * self.mss_bytes } else { full_space };
+        let wscale_space = space.max(self.tcp_rmem_max_bytes).max(NET_CORE_RMEM_MAX_BYTES).min(full_space);
+        self.wscale = wscale_space.ilog2().saturating_sub(15).min(TCP_MAX_WSCALE);
+        let mut window_clamp = full_space.min(MAX_UNSCALED_WINDOW << self.wscale);
+        // tcp_init_buffer_space with tcp_app_win = 1: one segment kept back.
+        if window_clamp > 2 * self.mss_bytes && window_clamp + self.mss_bytes > full_space {
+            window_clamp = (2 * self.mss_bytes).max(full_space - self.mss_bytes);
+        }
+        self.rcv_wnd_bytes = space.min(MAX_UNSCALED_WINDOW);
+        self.rcvbuf_bytes = rcvbuf;
+        self.window_clamp_bytes = window_clamp;
+        self.rcv_ssthresh_bytes = self.rcv_wnd_bytes.min(window_clamp);
+        self.space_bytes = self.rcv_ssthresh_bytes.min(self.rcv_wnd_bytes).min(TCP_INIT_CWND * self.mss_bytes);
+        self.rcvbuf_locked = true;
+        self
     }
 
     /// With `tcp_rmem[2]` at `bytes` instead of the kernel engine's 512 MiB: autotuning stops
@@ -267,6 +301,9 @@ impl ReceiveWindow {
     fn rcvbuf_grow(&mut self, new_space_bytes: u64, ooo_span_segments: u64) {
         let old = self.space_bytes.max(1);
         self.space_bytes = new_space_bytes;
+        if self.rcvbuf_locked {
+            return;
+        }
         // "DRS is always one RTT late."
         let mut rcvwin = new_space_bytes << 1;
         // Linux 6.18: "slow start: allow the sender to double its rate". (Later kernels
@@ -520,8 +557,36 @@ mod tests {
         rw.rcvbuf_grow(8_000_000, 0);
         assert_eq!(rw.rcvbuf_bytes, stock);
         assert_eq!(rw.window_clamp_bytes, rw.win_from_space(stock));
-        // Below net.core.rmem_max (208 KiB), that decides the scale: ilog2(212992) - 15 = 2.
-        assert_eq!(established().with_tcp_rmem_max(131_072).wscale, 2);
+        // Below net.core.rmem_max (4 MiB on the kernel engine's host), that decides the scale:
+        // ilog2(4194304) - 15 = 7.
+        assert_eq!(established().with_tcp_rmem_max(131_072).wscale, 7);
+    }
+
+    #[test]
+    fn a_locked_receive_buffer_scales_the_window_for_itself_and_never_grows() {
+        // Measured on the kernel engine's kernel (SO_RCVBUF before listen, `ss` on the
+        // accepted socket): 64 KiB gives wscale 1, 1 MiB gives 5.
+        assert_eq!(established().with_locked_rcvbuf(65_536).wscale, 1);
+        assert_eq!(established().with_locked_rcvbuf(1 << 20).wscale, 5);
+        let mut rw = established().with_locked_rcvbuf(128_000);
+        assert_eq!(rw.rcvbuf_bytes(), 256_000);
+        // A second of reads at 100 Mbit/s would grow an autotuned buffer past 25 MB.
+        let mut now = SimTime::ZERO;
+        let mut seq = 0;
+        for _ in 0..1_000 {
+            now = now + SimDuration::from_millis(1);
+            seq += 8;
+            rw.on_timestamp(now, SimTime(now.as_nanos() - 1_000_000));
+            rw.on_in_order_data(now, seq, 1);
+            rw.on_read(now, seq);
+        }
+        assert_eq!(rw.rcvbuf_bytes(), 256_000);
+        // The window never passes what the 16-bit field carries at that scale (2 x 65535),
+        // though the buffer's window at the measured ratio would be 162,000 bytes.
+        let end = rw.select_window_end(seq, 0);
+        assert_eq!((end - seq) * MSS, 131_070 / MSS * MSS);
+        // SO_RCVBUF is clamped to net.core.rmem_max before it is doubled.
+        assert_eq!(established().with_locked_rcvbuf(100_000_000).rcvbuf_bytes(), 2 * NET_CORE_RMEM_MAX_BYTES);
     }
 
     #[test]

@@ -135,6 +135,7 @@ def flow_result(m: Measured, p: FlowPlan) -> dict:
         "ce_marks_received": m.receiver_counters.get(("ce", p.index), (0, 0))[0],
         "aqm_drop_segments": aqm_drop_segments(m, p),
         "rwnd_limited_ms": last.rwnd_limited_us / 1000 if last is not None else None,
+        "sndbuf_limited_ms": last.sndbuf_limited_us / 1000 if last is not None else None,
     }
 
 
@@ -201,6 +202,7 @@ def counters_at_warmup(m: Measured, p: FlowPlan) -> dict[str, float | None]:
             bytes_delivered=round(at_warmup(lambda s: s.bytes_acked)), bytes_sent=round(at_warmup(lambda s: s.bytes_sent)),
             data_segments_sent=sample.data_segs_out, retrans_segments=sample.total_retrans, rto_count=sample.total_rto,
             rwnd_limited_ms=at_warmup(lambda s: s.rwnd_limited_us) / 1000,
+            sndbuf_limited_ms=at_warmup(lambda s: s.sndbuf_limited_us) / 1000,
         )  # fmt: skip
     if m.router_at_warmup is not None and m.receiver_at_warmup is not None:
         sent_pkts = m.router_at_warmup.get(("sent", p.index), (0, 0))[0]

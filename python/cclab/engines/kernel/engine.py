@@ -242,7 +242,7 @@ def _run(  # noqa: PLR0915
             flow_id=f["flow_id"], index=i, cc=f["cc"], kernel_cc=user_cc.kernel_cc_of(f),
             start_s=f["start_ns"] / 1e9, sender_ns=topo.senders[i],
             ports=ports[i], seconds=None if f.get("size_bytes") else traffic.plan_seconds(duration_ns, f["start_ns"]),
-            size_bytes=f.get("size_bytes"),
+            size_bytes=f.get("size_bytes"), sndbuf_bytes=f.get("sndbuf_bytes"), rcvbuf_bytes=f.get("rcvbuf_bytes"),
         )  # fmt: skip
         for i, f in enumerate(flows)
     ]

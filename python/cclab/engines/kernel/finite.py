@@ -83,7 +83,7 @@ class Receiver:
     def __init__(self, receiver_ns: str, plans: list[FlowPlan], workdir: Path) -> None:
         plan_path = workdir / "receiver-plan.json"
         self.report_path = workdir / "receiver-report.json"
-        flows = [{"flow_id": p.flow_id, "port": p.ports.server, "size_bytes": p.size_bytes} for p in plans]
+        flows = [{"flow_id": p.flow_id, "port": p.ports.server, "size_bytes": p.size_bytes, "rcvbuf_bytes": p.rcvbuf_bytes} for p in plans]
         plan_path.write_text(json.dumps({"flows": flows}))
         self.log_path = workdir / "receiver.log"
         self.cpu_s: float | None = None  # the receiver's CPU time, once stopped

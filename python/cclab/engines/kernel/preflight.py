@@ -98,6 +98,7 @@ def _preflight(config: dict) -> None:
             )
         if f.get("rwnd_bytes") is not None:
             raise KernelEngineError(f"flow {f['flow_id']}: rwnd_bytes is not supported by the kernel engine")
+        check_socket_buffers(f)
         if f["start_ns"] >= config["duration_ns"]:
             raise KernelEngineError(f"flow {f['flow_id']}: starts at or after the end of the run")
     if config["duration_ns"] < 1_000_000_000:
@@ -154,6 +155,36 @@ def accecn_problem() -> str | None:
     if out.returncode == 0:
         return None
     return " ".join((out.stderr or out.stdout).split()) or f"exit status {out.returncode}"
+
+
+#: The most SO_SNDBUF/SO_RCVBUF take (net.core.wmem_max/rmem_max): per namespace in Linux 6.18,
+#: but a child namespace may not raise them, so the host's values hold for every run.
+NET_CORE_BUFFER_MAX = {"sndbuf": "/proc/sys/net/core/wmem_max", "rcvbuf": "/proc/sys/net/core/rmem_max"}
+
+
+def check_socket_buffers(flow: dict) -> None:
+    """A flow's SO_SNDBUF/SO_RCVBUF (iperf3 -w) the kernel engine can set, or one line why not."""
+    index = flow["flow_id"]
+    for side, path in NET_CORE_BUFFER_MAX.items():
+        requested = flow.get(f"{side}_bytes")
+        if requested is None:
+            continue
+        with open(path) as f:
+            limit = int(f.read())
+        if requested > limit:
+            raise KernelEngineError(
+                f"flows[{index}].{side}: {requested} bytes is more than this host's {path[len('/proc/sys/'):].replace('/', '.')} "
+                f"({limit}), which Linux clamps it to and a namespace cannot raise; use at most {limit} or the sim engine"
+            )
+    # iperf3 -w, a client option, sets both buffers at both ends of a bulk flow; receiver.py
+    # serves a finite flow with its own receive buffer.
+    sndbuf, rcvbuf = flow.get("sndbuf_bytes"), flow.get("rcvbuf_bytes")
+    if flow.get("size_bytes") is None and rcvbuf != sndbuf:
+        shown = ["autotune" if value is None else f"{value} bytes" for value in (sndbuf, rcvbuf)]
+        raise KernelEngineError(
+            f"flows[{index}].rcvbuf: a bulk flow's buffers are both set by iperf3 -w on the kernel engine, so rcvbuf "
+            f"must equal sndbuf (got sndbuf {shown[0]}, rcvbuf {shown[1]}); use the sim engine for others"
+        )
 
 
 def _why_bpf(cc: str, gain: float | None, native: dict[str, str]) -> str:

@@ -115,6 +115,8 @@ class TcpSample:
     options: int = 0
     #: tcpi_rwnd_limited: time new data waited for the receiver's window so far.
     rwnd_limited_us: int = 0
+    #: tcpi_sndbuf_limited: time the sender was starved by its send buffer so far.
+    sndbuf_limited_us: int = 0
 
     @property
     def ecn_ok(self) -> bool:
@@ -176,6 +178,8 @@ def parse_tcp_info(info: bytes) -> dict[str, int]:
         "data_segs_out": u32(156), "delivery_rate": u64(160),
         # tcpi_rwnd_limited (us, the TCP_CHRONO_RWND_LIMITED chrono; Linux 4.10+)
         "rwnd_limited_us": u64(176) if len(info) >= 184 else 0,
+        # tcpi_sndbuf_limited (us, TCP_CHRONO_SNDBUF_LIMITED)
+        "sndbuf_limited_us": u64(184) if len(info) >= 192 else 0,
         "bytes_sent": u64(200) if len(info) >= 208 else 0,
         "bytes_retrans": u64(208) if len(info) >= 216 else 0,
         # tcpi_total_rto (Linux 6.7+)
@@ -210,6 +214,7 @@ class TcpInfoProbe:
                 srtt_us=t["rtt_us"], min_rtt_us=t["min_rtt_us"], unacked_pkts=t["unacked"],
                 lost_pkts=t["lost"], retrans_pkts_now=t["retrans"], total_retrans=t["total_retrans"],
                 sacked_pkts=t["sacked"], options=t["options"], rwnd_limited_us=t["rwnd_limited_us"],
+                sndbuf_limited_us=t["sndbuf_limited_us"],
                 pacing_rate_Bps=t["pacing_rate"], delivery_rate_Bps=t["delivery_rate"],
                 bytes_acked=t["bytes_acked"], bytes_sent=t["bytes_sent"], bytes_retrans=t["bytes_retrans"],
                 data_segs_out=t["data_segs_out"], total_rto=None if t["total_rto"] < 0 else t["total_rto"],

@@ -25,7 +25,8 @@ the user-space time of the read is used instead (tens of microseconds later when
 
 Runs as a script in the receiver namespace with only the standard library:
     python receiver.py <plan.json> <report.json>
-plan: {"flows": [{"flow_id": 0, "port": 5201, "size_bytes": 5000000}, ...]}.
+plan: {"flows": [{"flow_id": 0, "port": 5201, "size_bytes": 5000000, "rcvbuf_bytes": null}, ...]}
+(`rcvbuf_bytes`: the listener's SO_RCVBUF, or null to autotune).
 The report is written when every flow is finished or on SIGTERM (flows still going are
 reported with what they received so far). A line on stdin gives the end of the run
 (CLOCK_MONOTONIC seconds): bytes that arrive later are not counted, because a client the
@@ -226,6 +227,7 @@ def main(plan_path: str, report_path: str) -> None:
     with open(plan_path) as f:
         plan = json.load(f)
     flows = [FlowState(int(p["flow_id"]), int(p["port"]), int(p["size_bytes"])) for p in plan["flows"]]
+    rcvbuf_of_port = {int(p["port"]): p.get("rcvbuf_bytes") for p in plan["flows"]}
     stop = threading.Event()
     cutoff = Cutoff()
     threading.Thread(target=cutoff.read, args=(sys.stdin,), daemon=True).start()
@@ -234,6 +236,10 @@ def main(plan_path: str, report_path: str) -> None:
     for flow in flows:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if rcvbuf_of_port.get(flow.port) is not None:
+            # The flow's SO_RCVBUF, before listen(): the data connection inherits it, locked
+            # (sk_clone_lock), as from iperf3 -w; the client's own -w does not reach here.
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(rcvbuf_of_port[flow.port]))
         listener.bind(("0.0.0.0", flow.port))
         listener.listen(4)
         threading.Thread(target=serve, args=(listener, flow, cutoff), daemon=True).start()

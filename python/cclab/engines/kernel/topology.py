@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 
 from cclab.engines.kernel.netns import RunNamespaces, iproute_in, ns_run
-from cclab.spec.host import DEFAULT_TCP_RMEM_MAX_BYTES, TCP_RMEM_DEFAULT_BYTES, effective
+from cclab.spec.host import TCP_RMEM_DEFAULT_BYTES, TCP_WMEM_DEFAULT_BYTES, effective
 
 MTU_BYTES = 1500
 #: Receiver side subnet 10.200.0.0/24; flow i's sender subnet is 10.200.(i+1).0/24.
@@ -23,15 +23,11 @@ SUBNET_PREFIX = "10.200"
 MAX_FLOWS = 254
 ROUTER_BOTTLENECK_IFNAME = "rx"
 HOST_IFNAME = "eth0"
-#: tcp_wmem's maximum: high enough that the send buffer never limits a flow (the seeds set
-#: 2^31-1). tcp_rmem's comes from `[host] tcp_rmem_max` (host_sysctls), the same by default.
-TCP_WMEM_MAX_BYTES = DEFAULT_TCP_RMEM_MAX_BYTES
 #: net.ipv4.tcp_recovery for each `[host] loss_recovery` (Documentation/networking/ip-sysctl.rst:
 #: bit 0x1 turns RACK loss detection on, Linux's default since 4.18).
 TCP_RECOVERY_SYSCTL = {"rack": "1", "classic": "0"}
 #: The sysctls every host namespace gets besides those of `[host]` (host_sysctls).
 HOST_SYSCTLS = {
-    "net.ipv4.tcp_wmem": f"4096 16384 {TCP_WMEM_MAX_BYTES}",
     # A cached ssthresh/RTT from an earlier connection must not shape the next run.
     "net.ipv4.tcp_no_metrics_save": "1",
     # iperf3 sets -C only after connect(), so a socket first runs the namespace's
@@ -105,6 +101,7 @@ def host_sysctls(host: dict | None = None) -> dict[str, str]:
     return {
         **HOST_SYSCTLS,
         "net.ipv4.tcp_rmem": f"4096 {TCP_RMEM_DEFAULT_BYTES} {settings['tcp_rmem_max_bytes']}",
+        "net.ipv4.tcp_wmem": f"4096 {TCP_WMEM_DEFAULT_BYTES} {settings['tcp_wmem_max_bytes']}",
         "net.ipv4.tcp_recovery": TCP_RECOVERY_SYSCTL[settings["loss_recovery"]],
     }
 

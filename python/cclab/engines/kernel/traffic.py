@@ -44,6 +44,10 @@ class FlowPlan:
     size_bytes: int | None
     #: the kernel CC the socket selects (iperf3 -C): `cc`, or a cclab_bbr<gain> BPF CC
     kernel_cc: str | None = None
+    #: SO_SNDBUF (iperf3 -w, which sets a bulk flow's SO_RCVBUF too) / SO_RCVBUF (a finite flow's
+    #: receiver.py): None where autotuned (preflight.check_socket_buffers)
+    sndbuf_bytes: int | None = None
+    rcvbuf_bytes: int | None = None
 
 
 def plan_seconds(duration_ns: int, start_ns: int) -> int:
@@ -93,9 +97,15 @@ def block_bytes(size_bytes: int) -> int | None:
     return None
 
 
+def window_args(buffer_bytes: int | None) -> list[str]:
+    """iperf3 -w (client only): SO_SNDBUF and SO_RCVBUF on the client's data socket, and, sent in
+    its parameters, on the server's listener, which the data connection inherits."""
+    return [] if buffer_bytes is None else ["-w", str(buffer_bytes)]
+
+
 def start_client(p: FlowPlan, workdir: Path) -> subprocess.Popen:
     args = ["iperf3", "-c", RECEIVER_IP, "-p", str(p.ports.server), "--cport", str(p.ports.client)]
-    args += ["-C", p.kernel_cc or p.cc, "--json", "-i", "0"]
+    args += ["-C", p.kernel_cc or p.cc, "--json", "-i", "0", *window_args(p.sndbuf_bytes)]
     if p.size_bytes is not None:
         args += ["-n", str(p.size_bytes)]
         block = block_bytes(p.size_bytes)

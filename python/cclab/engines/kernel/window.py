@@ -19,7 +19,7 @@ FLOW_METRICS = (
     "goodput_mbps", "bytes_delivered", "bytes_sent", "data_segments_sent", "retrans_segments",
     "lost_segments", "queue_drop_segments", "random_loss_segments", "rto_count", "rtt_min_ms",
     "rtt_mean_ms", "rtt_p50_ms", "rtt_p95_ms", "rtt_max_ms", "ce_marks_received", "aqm_drop_segments",
-    "rwnd_limited_ms",
+    "rwnd_limited_ms", "sndbuf_limited_ms",
 )  # fmt: skip
 #: Each queue of a dual-queue AQM (dualpi2) on its own; null for a single queue. The userspace
 #: bottleneck counts them over the whole run only, so after a warm-up they are null in the
@@ -38,7 +38,7 @@ BOTTLENECK_METRICS = (
 #: Cumulative per-flow counters: the window's value is the whole run's minus the warm-up's.
 FLOW_COUNTERS = (
     "bytes_delivered", "bytes_sent", "data_segments_sent", "retrans_segments",
-    "random_loss_segments", "rto_count", "ce_marks_received", "rwnd_limited_ms",
+    "random_loss_segments", "rto_count", "ce_marks_received", "rwnd_limited_ms", "sndbuf_limited_ms",
 )  # fmt: skip
 
 

@@ -29,6 +29,7 @@ use crate::tcp::prr::Prr;
 use crate::tcp::rack::Rack;
 use crate::tcp::rate::{self, RateSampler, SampleBuilder, TxRecord};
 use crate::tcp::receiver::AckPacket;
+use crate::tcp::send_buffer::SendBuffer;
 use crate::tcp::rtt::{tsopt_rtt, RttEstimator, TsClock, TCP_RTO_MAX};
 use crate::event::{Event, EventQueue, LazyTimer, TimerKind};
 use cclab_aqm::Ecn;
@@ -44,6 +45,9 @@ pub const TCP_TIMEOUT_MIN: SimDuration = SimDuration::from_millis(2);
 pub const TCP_REORDERING: u32 = 3;
 /// Linux `tcp_update_skb_after_send`: sch_fq's habit of not pacing the first 10 packets.
 pub const UNPACED_INITIAL_SEGMENTS: u64 = 10;
+/// `TCPOLEN_TSTAMP_ALIGNED`: the timestamp option each segment carries, which the peer's MSS
+/// option (`mss_clamp`) does not count.
+const TCPOLEN_TSTAMP_ALIGNED_BYTES: u64 = 12;
 
 // Per-segment state bits (Linux TCPCB_SACKED_ACKED, TCPCB_LOST, TCPCB_EVER_RETRANS, TCPCB_SACKED_RETRANS).
 const SACKED: u8 = 1;
@@ -104,6 +108,10 @@ pub struct SenderStats {
     /// `ss -i`'s `rwnd_limited`), and since when it has been waiting.
     pub rwnd_limited_ns: u64,
     pub rwnd_limited_since: Option<SimTime>,
+    /// Time the sender had sent all it had while its writer waited for buffer memory
+    /// (`TCP_CHRONO_SNDBUF_LIMITED`, `ss -i`'s `sndbuf_limited`), and since when.
+    pub sndbuf_limited_ns: u64,
+    pub sndbuf_limited_since: Option<SimTime>,
 }
 
 pub struct TcpSender {
@@ -117,6 +125,8 @@ pub struct TcpSender {
     total_segments: Option<u64>,
     last_segment_bytes: u32,
     rwnd_segments: Option<u64>,
+    /// The socket's send buffer and the application writing into it.
+    send_buffer: SendBuffer,
     /// `tcp_wnd_end`: `snd_una + snd_wnd` as the last ACK advertised, in segments.
     snd_wnd_end: u64,
     /// `rx_opt.ts_recent`: the TSval to echo (the last ACK's send time).
@@ -193,6 +203,7 @@ impl TcpSender {
         };
         let mut tcp = TcpState::new(mss_bytes);
         tcp.app_limited = rate::APP_LIMITED_UNTIL_FIRST_DELIVERY;
+        let send_buffer = SendBuffer::new(mss_bytes as u64, mss_bytes as u64 + TCPOLEN_TSTAMP_ALIGNED_BYTES, cc.sndbuf_expand(), None, total_segments);
         TcpSender {
             flow_id,
             tcp,
@@ -202,6 +213,7 @@ impl TcpSender {
             total_segments,
             last_segment_bytes,
             rwnd_segments: rwnd_bytes.map(|b| (b / mss_bytes as u64).max(1)),
+            send_buffer,
             snd_wnd_end: u64::MAX,
             ts_recent: SimTime::ZERO,
             ts_clock: TsClock::default(),
@@ -250,11 +262,37 @@ impl TcpSender {
     pub fn set_peer_window(&mut self, window_end: u64, syn_ack_tsval: SimTime) {
         self.snd_wnd_end = window_end;
         self.ts_recent = syn_ack_tsval;
+        self.note_peer_window();
+    }
+
+    /// The application set SO_SNDBUF to `requested_bytes` (None: autotuned), and the host's
+    /// `tcp_wmem[2]` is `tcp_wmem_max_bytes`.
+    pub fn set_send_buffer(&mut self, requested_bytes: Option<u64>, tcp_wmem_max_bytes: u64) {
+        let mss = self.tcp.mss_bytes as u64;
+        self.send_buffer = SendBuffer::new(mss, mss + TCPOLEN_TSTAMP_ALIGNED_BYTES, self.cc.sndbuf_expand(), requested_bytes, self.total_segments)
+            .with_tcp_wmem_max(tcp_wmem_max_bytes);
+        self.note_peer_window();
+    }
+
+    /// `tp->max_window` for the send buffer's skb sizing.
+    fn note_peer_window(&mut self) {
+        let window_segments = self.snd_wnd_end.saturating_sub(self.tcp.snd_una).min(self.rwnd_segments.unwrap_or(u64::MAX));
+        self.send_buffer.on_peer_window(window_segments.saturating_mul(self.tcp.mss_bytes as u64));
+    }
+
+    /// `sk_sndbuf` now.
+    pub fn sndbuf_bytes(&self) -> u64 {
+        self.send_buffer.sndbuf_bytes()
     }
 
     /// Time new data has waited for the receiver's window up to `now`.
     pub fn rwnd_limited_ns_at(&self, now: SimTime) -> u64 {
         self.stats.rwnd_limited_ns + self.stats.rwnd_limited_since.map_or(0, |since| (now - since).as_nanos())
+    }
+
+    /// Time the send buffer has held the sender back up to `now`.
+    pub fn sndbuf_limited_ns_at(&self, now: SimTime) -> u64 {
+        self.stats.sndbuf_limited_ns + self.stats.sndbuf_limited_since.map_or(0, |since| (now - since).as_nanos())
     }
 
     /// The TSecr a segment sent now carries.
@@ -336,6 +374,7 @@ impl TcpSender {
         self.cc.init(&mut self.tcp);
         // The SYN-ACK's tcp_ack ends in tcp_cong_control, which sets the first rate.
         self.update_unpaced_pacing_rate();
+        self.send_buffer.on_established(self.tcp.snd_cwnd, TCP_REORDERING, self.tcp.snd_una, self.tcp.snd_nxt);
         self.deliver_app_cookie(now, syn_rtt);
         self.note_mode(now);
         self.transmit(now, queue, out);
@@ -390,6 +429,7 @@ impl TcpSender {
         // window; tcp_store_ts_recent keeps its TSval for the next segments' echo.
         if cum_ack > self.tcp.snd_una || ack.window_end > self.snd_wnd_end {
             self.snd_wnd_end = ack.window_end;
+            self.note_peer_window();
         }
         self.ts_recent = self.ts_recent.max(ack.tsval);
         let prior_snd_una = self.tcp.snd_una;
@@ -464,6 +504,7 @@ impl TcpSender {
             self.tcp.snd_una += 1;
         }
         self.sacked_ranges.remove_below(cum_ack);
+        self.send_buffer.on_cumulative_ack(cum_ack);
         let snd_una_advanced = cum_ack > prior_snd_una;
         if snd_una_advanced {
             self.consecutive_rtos = 0;
@@ -544,7 +585,21 @@ impl TcpSender {
             self.retransmit_timer.cancel();
         }
         self.note_mode(now);
+        // tcp_data_snd_check: push what is queued, then tcp_check_space; a writer it wakes
+        // checks for an application-limited gap first (tcp_sendmsg_locked), then writes and
+        // pushes again.
         self.transmit(now, queue, out);
+        if self.send_buffer.writer_wakes(self.in_flight(), self.tcp.snd_cwnd, TCP_REORDERING, self.tcp.snd_una, self.tcp.snd_nxt) {
+            // tcp_check_space clears SOCK_NOSPACE: the send-buffer chrono stops.
+            if let Some(since) = self.stats.sndbuf_limited_since.take() {
+                self.stats.sndbuf_limited_ns += (now - since).as_nanos();
+            }
+            if self.send_buffer.write_seq() == self.tcp.snd_nxt {
+                self.check_app_limited();
+            }
+            self.send_buffer.write(self.tcp.snd_una, self.tcp.snd_nxt);
+            self.transmit(now, queue, out);
+        }
     }
 
     /// `tcp_sacktag_one` for a newly SACKed segment.
@@ -610,6 +665,12 @@ impl TcpSender {
         }
         if self.segments.len() as u64 != self.packets_out() {
             return Err(format!("flow {}: {} segments stored, {} outstanding", self.flow_id, self.segments.len(), self.packets_out()));
+        }
+        // Data leaves only once written, and is written only while the buffer has room: what
+        // is in flight fits in the buffer, but for the one skb the last write began under it.
+        let in_flight_bytes = self.packets_out() * self.tcp.mss_bytes as u64;
+        if in_flight_bytes > self.send_buffer.sndbuf_bytes() + self.send_buffer.largest_skb_bytes() {
+            return Err(format!("flow {}: {} bytes in flight past a send buffer of {}", self.flow_id, in_flight_bytes, self.send_buffer.sndbuf_bytes()));
         }
         Ok(())
     }

@@ -58,9 +58,9 @@ enum BurstKind {
 
 impl TcpSender {
 
-    /// The application has data not yet sent.
+    /// The application has written data not yet sent.
     fn has_app_data(&self) -> bool {
-        self.total_segments.is_none_or(|t| self.tcp.snd_nxt < t)
+        self.tcp.snd_nxt < self.send_buffer.write_seq()
     }
 
     /// New segments the receive window allows now (`tcp_snd_wnd_test`: a segment
@@ -76,7 +76,7 @@ impl TcpSender {
 
     /// New segments the application and receive window allow now.
     fn new_data_available(&self) -> u64 {
-        let app = self.total_segments.map_or(u64::MAX, |t| t.saturating_sub(self.tcp.snd_nxt));
+        let app = self.send_buffer.write_seq().saturating_sub(self.tcp.snd_nxt);
         app.min(self.window_room())
     }
 
@@ -249,6 +249,9 @@ impl TcpSender {
             if out.len() - burst_start >= 2 {
                 out.last_mut().expect("the skb's segments").psh = true;
             }
+            if kind == BurstKind::New && out.len() > burst_start {
+                self.send_buffer.on_skb_sent(self.tcp.snd_nxt);
+            }
             self.advance_send_clock(now, burst_bytes);
         }
         if sent_new > 0 || cwnd_limited {
@@ -257,6 +260,11 @@ impl TcpSender {
                 self.cwnd_limited = cwnd_limited;
                 self.max_packets_out = self.packets_out();
                 self.cwnd_usage_seq = self.tcp.snd_nxt;
+            }
+            // "The starvation is caused by insufficient sender buffer": data just sent, not
+            // cwnd-limited, the write queue empty, the writer waiting for memory.
+            if !self.is_cwnd_limited() && !self.has_app_data() && !self.send_buffer.app_written_all() {
+                self.stats.sndbuf_limited_since.get_or_insert(now);
             }
         }
         if sent_new > 0 {
@@ -271,8 +279,9 @@ impl TcpSender {
         } else if let Some(since) = self.stats.rwnd_limited_since.take() {
             self.stats.rwnd_limited_ns += (now - since).as_nanos();
         }
-        // tcp_rate_check_app_limited: the application, not the receiver, ran dry.
-        if !self.has_app_data() {
+        // tcp_rate_check_app_limited: the application, not the receiver, ran dry. (A writer
+        // waiting for memory checks when it wakes: TcpSender::on_ack.)
+        if !self.has_app_data() && self.send_buffer.app_written_all() {
             self.check_app_limited();
         }
     }
@@ -288,6 +297,9 @@ impl TcpSender {
     pub(super) fn send_segment(&mut self, now: SimTime, seq: u64, is_retrans: bool, out: &mut Vec<Transmission>, queue: &mut EventQueue) {
         let tx_in_flight = self.in_flight() + 1;
         let bytes = self.emit_segment(now, seq, is_retrans, tx_in_flight, out, queue);
+        if !is_retrans {
+            self.send_buffer.on_skb_sent(self.tcp.snd_nxt);
+        }
         self.advance_send_clock(now, bytes);
     }
 
