@@ -44,5 +44,5 @@ def test_a_capped_send_buffer_starves_the_sender_on_both_engines() -> None:
         assert flow.goodput_mbps < 0.5 * ceiling, flow.goodput_mbps
         assert flow.sndbuf_limited_ms > 0.25 * 4_000, flow.sndbuf_limited_ms  # and each says why
     # Not compared with each other: this kernel lets the unacknowledged data reach 2.7 times
-    # sk_sndbuf (`ss`: w 1.42 MB beside tb 512 KiB), which the simulator's accounting does not
-    # (docs/FIDELITY.md, "Socket buffers"); the kernel ran 62 Mbit/s where the simulator ran 30.
+    # sk_sndbuf (`ss`: w 1.42 MB beside tb 512 KiB), which the simulator's writer does not
+    # (docs/RECEIVE_WINDOW.md, "Socket buffers"); the kernel ran 62 Mbit/s where the simulator ran 30.

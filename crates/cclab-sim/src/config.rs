@@ -46,6 +46,10 @@ pub struct HostConfig {
     /// `net.ipv4.tcp_wmem[2]`: the most send-buffer autotuning grows a socket's buffer to.
     #[serde(default = "default_tcp_wmem_max_bytes")]
     pub tcp_wmem_max_bytes: u64,
+    /// The senders' NIC and access link; `None`: 10x the bottleneck's top rate, at least
+    /// 10 Gbit/s (sim.rs `MIN_ACCESS_RATE`).
+    #[serde(default)]
+    pub access_rate_bps: Option<u64>,
     /// `net.ipv4.tcp_recovery`: RACK-TLP (1, Linux's default) or the classic scoreboard (0).
     #[serde(default)]
     pub loss_recovery: LossRecovery,
@@ -61,7 +65,7 @@ pub enum LossRecovery {
 
 impl Default for HostConfig {
     fn default() -> Self {
-        HostConfig { tcp_rmem_max_bytes: default_tcp_rmem_max_bytes(), tcp_wmem_max_bytes: default_tcp_wmem_max_bytes(), loss_recovery: LossRecovery::Rack }
+        HostConfig { tcp_rmem_max_bytes: default_tcp_rmem_max_bytes(), tcp_wmem_max_bytes: default_tcp_wmem_max_bytes(), access_rate_bps: None, loss_recovery: LossRecovery::Rack }
     }
 }
 
@@ -237,6 +241,9 @@ impl SimConfig {
                 crate::tcp::receive_window::TCP_RMEM_DEFAULT_BYTES,
                 self.host.tcp_rmem_max_bytes
             ));
+        }
+        if self.host.access_rate_bps == Some(0) {
+            return Err("host.access_rate_bps: must be > 0".into());
         }
         if self.warmup_ns >= self.duration_ns {
             return Err("warmup_ns: must be < duration_ns".into());

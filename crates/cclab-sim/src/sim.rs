@@ -249,7 +249,9 @@ impl Simulation {
             loss_probability: b.loss_probability,
             bottleneck,
             dequeue_at: None,
-            access_rate: Bandwidth::from_bps((top_rate_bps * ACCESS_RATE_FACTOR).max(MIN_ACCESS_RATE.bits_per_sec)),
+            access_rate: Bandwidth::from_bps(
+                config.host.access_rate_bps.unwrap_or((top_rate_bps * ACCESS_RATE_FACTOR).max(MIN_ACCESS_RATE.bits_per_sec)),
+            ),
             egress: Pipe::default(),
             egress_prop: half_rtt,
             flows,

@@ -266,7 +266,13 @@ def host_set() -> ValidationSet:
         cases.append(Case(f"{cc}-100M-100ms-w128KiB", "host", _spec(flows=[{"cc": cc, "sndbuf": "128KiB", "rcvbuf": "128KiB"}], **set_buffers)))
     cases.append(Case("cubic-200M-100ms-wmem512KiB", "host",
                       _spec(flows=[{"cc": "cubic"}], host={"tcp_wmem_max": "512KiB"}, **{**set_buffers, "rate_mbps": 200})))  # fmt: skip
-    return ValidationSet("host", "host settings: receive and send buffers capped below the BDP, iperf3 -w, loss recovery with and without RACK", cases)
+    # The senders' NIC at the bottleneck's rate and at 10 Gbit/s, before a tenth of a BDP.
+    shallow = {"rate_mbps": 100, "rtt_ms": 20, "buffer": "0.1bdp", "duration_s": 10}
+    for access_mbps in (100, 10_000):
+        cases.append(Case(f"cubic-100M-20ms-0.1bdp-access{access_mbps}M", "host",
+                          _spec(flows=[{"cc": "cubic"}], host={"access_rate_mbps": access_mbps}, **shallow)))  # fmt: skip
+    return ValidationSet("host", "host settings: receive and send buffers capped below the BDP, iperf3 -w, the senders' access "
+                         "link, loss recovery with and without RACK", cases)  # fmt: skip
 
 
 def all_set() -> ValidationSet:

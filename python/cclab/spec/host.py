@@ -88,6 +88,13 @@ class Host(BaseModel):
         "(default 512MiB, never limiting; Linux's stock value is 4MiB)",
     )
 
+    access_rate_mbps: float | None = Field(
+        default=None,
+        gt=0,
+        description="the senders' NIC and access link (Mbit/s), which sends each packet at this rate to the "
+        "bottleneck; default: the simulator's 10 Gbit/s (or 10x the bottleneck), the kernel engine's veth",
+    )
+
     loss_recovery: Literal["rack", "classic"] = Field(
         default="rack",
         description='net.ipv4.tcp_recovery: "rack" (RACK-TLP, 1, Linux\'s default) or "classic" (0: the duplicate-ACK '
@@ -101,9 +108,15 @@ class Host(BaseModel):
             resolved["tcp_rmem_max_bytes"] = parse_bytes(self.tcp_rmem_max)
         if self.tcp_wmem_max is not None and parse_bytes(self.tcp_wmem_max) != DEFAULT_TCP_WMEM_MAX_BYTES:
             resolved["tcp_wmem_max_bytes"] = parse_bytes(self.tcp_wmem_max)
+        if self.access_rate_mbps is not None:
+            resolved["access_rate_bps"] = self.access_rate_bps
         if self.loss_recovery != DEFAULT_LOSS_RECOVERY:
             resolved["loss_recovery"] = self.loss_recovery
         return resolved
+
+    @property
+    def access_rate_bps(self) -> int | None:
+        return None if self.access_rate_mbps is None else round(self.access_rate_mbps * 1e6)
 
 
 def effective(host: dict[str, Any] | None) -> dict[str, Any]:
@@ -112,5 +125,6 @@ def effective(host: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "tcp_rmem_max_bytes": int(host.get("tcp_rmem_max_bytes", DEFAULT_TCP_RMEM_MAX_BYTES)),
         "tcp_wmem_max_bytes": int(host.get("tcp_wmem_max_bytes", DEFAULT_TCP_WMEM_MAX_BYTES)),
+        "access_rate_bps": host.get("access_rate_bps"),
         "loss_recovery": str(host.get("loss_recovery", DEFAULT_LOSS_RECOVERY)),
     }

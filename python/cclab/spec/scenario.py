@@ -341,6 +341,14 @@ class Scenario(_Strict):
                 ("output", "warmup_s"),
                 f"must be < duration_s ({self.duration_s:g}) (got {self.output.warmup_s:g})",
             )
+        access_bps = self.host.access_rate_bps
+        top_bps = max([self.bottleneck.rate_bps, *(round(c.rate_mbps * 1e6) for c in self.bottleneck.schedule if c.rate_mbps is not None)])
+        if access_bps is not None and access_bps < top_bps:
+            raise FieldError(
+                ("host", "access_rate_mbps"),
+                f"must be at least the bottleneck's rate, {top_bps / 1e6:g} Mbit/s (got {self.host.access_rate_mbps:g}): "
+                "the access link feeds the bottleneck and has no queue of its own",
+            )
         return self
 
     @classmethod

@@ -22,7 +22,9 @@
 //! native bridge does not carry `.sndbuf_expand`).
 //!
 //! Not matched yet: on the kernel engine the unacknowledged data passed `sk_sndbuf` by up to
-//! 2.7 times when the buffer bound (docs/RECEIVE_WINDOW.md, "Socket buffers").
+//! 2.7 times when the buffer bound, likely because `tcp_sendmsg_locked` checks for room only
+//! before a new skb and appends unchecked to a tail skb TCP has partly sent; this model checks
+//! every skb it writes (docs/RECEIVE_WINDOW.md, "Socket buffers").
 
 use std::collections::VecDeque;
 

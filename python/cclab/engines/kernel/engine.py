@@ -35,6 +35,7 @@ from cclab.engines.kernel.kconfig import kernel_config
 from cclab.engines.kernel.preflight import preflight
 from cclab.engines.kernel.provenance import provenance
 from cclab.engines.kernel.runlock import exclusive_run
+from cclab.spec.host import effective
 
 #: The queue probe never polls faster than this (a dump costs ~50-100 µs of Python).
 MIN_QUEUE_INTERVAL_S = 0.001
@@ -202,6 +203,9 @@ def _run(  # noqa: PLR0915
     # The delay line and the userspace bottleneck both own CPU0: steer receive work off it.
     topology.configure_hosts(topo, steer=not use_netem or userspace, host=config.get("host"))
     topology.configure_ecn(topo, ecn_of_flow, [bool(f.get("accecn")) for f in flows])
+    access_rate_bps = effective(config.get("host"))["access_rate_bps"]
+    if access_rate_bps is not None:
+        shaping.install_access_links(topo, access_rate_bps)
     limit_bytes = shaping.queue_limit_bytes(b)
     tbf_rate_bps = rate_bps * aqm.PASSTHROUGH_RATE_FACTOR if userspace else rate_bps
     shaping.install_tbf(topo, tbf_rate_bps, limit_bytes)

@@ -39,6 +39,11 @@ def _root_sysctl(key: str) -> str | None:
         return None
 
 
+def _access_link(config: dict) -> dict | None:
+    rate_bps = effective(config.get("host"))["access_rate_bps"]
+    return None if rate_bps is None else shaping.access_link(rate_bps)
+
+
 def _iperf3_version() -> str:
     out = subprocess.run(["iperf3", "--version"], capture_output=True, text=True)
     return out.stdout.splitlines()[0] if out.stdout else ""
@@ -69,6 +74,8 @@ def provenance(
             "rps_cpus_mask": topology.rps_mask() if steered else None,
         },
         "host_settings": effective(config.get("host")),
+        # The senders' access link: a tbf where [host] access_rate_mbps asks for one, else the veth.
+        "access_link": _access_link(config),
         "sender_sysctls": _sysctls(topo.senders[0], HOST_SYSCTLS_REPORTED),
         "root_sysctls": {k: _root_sysctl(k) for k in ROOT_SYSCTLS_REPORTED},
         "offloads": {

@@ -28,6 +28,26 @@ def tbf_burst_bytes(rate_bps: int) -> int:
     return max(TBF_MIN_BURST_FRAMES * FRAME_BYTES, int(TBF_BURST_S * rate_bps / 8))
 
 
+#: The senders' access link where `[host] access_rate_mbps` sets one: a tbf at that rate on each
+#: sender's own interface (the veth otherwise sends at the CPU's speed). Its bucket follows the
+#: bottleneck's rule (tbf_burst_bytes), which this VM's timers need to reach the rate, so frames
+#: leave in runs of up to that many; its queue, a NIC's transmit queue, is deep enough never to
+#: drop (TCP Small Queues keeps each socket's share of it near a millisecond of data).
+ACCESS_QUEUE_LIMIT_BYTES = 16 * 1024 * 1024
+
+
+def access_link(rate_bps: int) -> dict[str, int | str]:
+    """A sender's access link as the kernel engine installs it (and provenance records it)."""
+    return {"qdisc": "tbf", "rate_bps": rate_bps, "burst_bytes": tbf_burst_bytes(rate_bps), "limit_bytes": ACCESS_QUEUE_LIMIT_BYTES}
+
+
+def install_access_links(topo: Topology, rate_bps: int) -> None:
+    link = access_link(rate_bps)
+    for ns in topo.senders:
+        ns_run(ns, "tc", "qdisc", "add", "dev", HOST_IFNAME, "root", "tbf", "rate", f"{rate_bps}bit",
+               "burst", str(link["burst_bytes"]), "limit", str(link["limit_bytes"]))  # fmt: skip
+
+
 def queue_limit_bytes(bottleneck: dict) -> int:
     if bottleneck.get("queue_limit_bytes") is not None:
         return int(bottleneck["queue_limit_bytes"])

@@ -120,6 +120,7 @@ def configure_hosts(topo: Topology, *, steer: bool = True, host: dict | None = N
     # (with GSO on, one random drop removes a whole super-packet); GRO off on the router.
     for ns in topo.senders:
         ns_run(ns, "ethtool", "-K", HOST_IFNAME, "tso", "off", "gso", "off", "gro", "off")
+
     for ifname in [ROUTER_BOTTLENECK_IFNAME, *topo.sender_ifnames]:
         ns_run(topo.router, "ethtool", "-K", ifname, "tso", "off", "gso", "off", "gro", "off")
     if steer:
