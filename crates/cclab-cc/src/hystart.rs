@@ -154,9 +154,9 @@ impl Hystart {
                     ack_delay_us(tcp.pacing_rate_bytes_per_sec, self.params.gso_max_size_bytes);
                 // The train has lasted longer than delay_min/2: the first ACK of
                 // the round left about half an RTT ago, so the pipe is full.
-                // Linux halves only for SK_PACING_NONE; CUBIC never asks for
-                // pacing and there is no fq qdisc here, so always halve.
-                let threshold_us = (delay_min_us + ack_delay_us) >> 1;
+                // Linux halves only for SK_PACING_NONE: "Pacing might have delayed
+                // packets up to RTT/2 during slow start" (fq on the sender).
+                let threshold_us = if tcp.paced { delay_min_us + ack_delay_us } else { (delay_min_us + ack_delay_us) >> 1 };
                 if now.saturating_sub(self.round_start_us) > threshold_us {
                     self.exit = Some(HystartExit::AckTrain);
                     tcp.snd_ssthresh = tcp.snd_cwnd;
@@ -282,6 +282,24 @@ mod tests {
         hs.on_rtt_sample(&mut tcp, 20_000, 20_000);
         assert_eq!(hs.exit(), Some(HystartExit::AckTrain));
         assert_eq!(tcp.snd_ssthresh, 32);
+    }
+
+    #[test]
+    fn a_paced_socket_waits_a_whole_min_rtt_of_ack_train() {
+        // fq on the sender paces slow start: its ACK train may span half an RTT without a full
+        // pipe, so Linux does not halve the threshold (sk_pacing_status != SK_PACING_NONE).
+        let mut tcp = slow_start_state(32);
+        tcp.paced = true;
+        let mut hs = Hystart::new(HystartParams { delay: false, ..Default::default() });
+        hs.restart(&tcp);
+        for ms in 1..=20 {
+            at(&mut tcp, ms);
+            hs.on_rtt_sample(&mut tcp, 20_000, 20_000);
+            assert_eq!(hs.exit(), None, "at {ms} ms the train is not past 20 ms yet");
+        }
+        at(&mut tcp, 21);
+        hs.on_rtt_sample(&mut tcp, 20_000, 20_000);
+        assert_eq!(hs.exit(), Some(HystartExit::AckTrain));
     }
 
     #[test]

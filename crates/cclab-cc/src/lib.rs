@@ -104,8 +104,11 @@ pub struct TcpState {
     /// entering PROBE_RTT).
     pub app_limited: u64,
     /// `sk->sk_pacing_rate`, payload bytes per second; only enforced when
-    /// the CC [`needs_pacing`](CongestionControl::needs_pacing).
+    /// the CC [`needs_pacing`](CongestionControl::needs_pacing) or fq paces.
     pub pacing_rate_bytes_per_sec: u64,
+    /// `sk->sk_pacing_status != SK_PACING_NONE`: something paces this socket (the CC asked TCP
+    /// to, or fq on the sender's interface does).
+    pub paced: bool,
     /// `tp->tcp_wstamp_ns`: earliest departure time of the next paced packet.
     pub next_send_time: SimTime,
 }
@@ -139,6 +142,7 @@ impl TcpState {
             ecn_ok: false,
             app_limited: 0,
             pacing_rate_bytes_per_sec: u64::MAX,
+            paced: false,
             next_send_time: SimTime::ZERO,
         }
     }

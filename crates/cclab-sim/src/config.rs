@@ -53,6 +53,23 @@ pub struct HostConfig {
     /// `net.ipv4.tcp_recovery`: RACK-TLP (1, Linux's default) or the classic scoreboard (0).
     #[serde(default)]
     pub loss_recovery: LossRecovery,
+    /// The senders' egress qdisc.
+    #[serde(default)]
+    pub sender_qdisc: SenderQdisc,
+}
+
+/// The senders' egress qdisc. With fq, TCP stamps every skb with its departure time at the
+/// socket's pacing rate (`tcp_update_skb_after_send` for any `sk_pacing_status`) and fq holds
+/// it until then, so every CC is paced, CUBIC and Reno at `tcp_update_pacing_rate`'s rate. A
+/// FIFO (pfifo_fast, or none: a veth's noqueue) changes nothing here: the access link is faster
+/// than TCP sends, and TCP Small Queues keeps a socket's share of any NIC queue near 1 ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SenderQdisc {
+    #[default]
+    None,
+    Fq,
+    PfifoFast,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -65,7 +82,7 @@ pub enum LossRecovery {
 
 impl Default for HostConfig {
     fn default() -> Self {
-        HostConfig { tcp_rmem_max_bytes: default_tcp_rmem_max_bytes(), tcp_wmem_max_bytes: default_tcp_wmem_max_bytes(), access_rate_bps: None, loss_recovery: LossRecovery::Rack }
+        HostConfig { tcp_rmem_max_bytes: default_tcp_rmem_max_bytes(), tcp_wmem_max_bytes: default_tcp_wmem_max_bytes(), access_rate_bps: None, loss_recovery: LossRecovery::Rack, sender_qdisc: SenderQdisc::None }
     }
 }
 

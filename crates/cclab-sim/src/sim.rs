@@ -156,6 +156,9 @@ impl Simulation {
                 sender.use_classic_loss_recovery();
             }
             sender.set_send_buffer(f.sndbuf_bytes, config.host.tcp_wmem_max_bytes);
+            if config.host.sender_qdisc == crate::config::SenderQdisc::Fq {
+                sender.use_fq_pacing();
+            }
             // Both ends run net.ipv4.tcp_ecn=1 when the flow asks for ECN: the SYN's
             // ECE|CWR is answered by a SYN-ACK with ECE, so ECN is on (tcp_ecn_rcv_synack).
             // A CC that needs ECN (DCTCP) asks for it whatever tcp_ecn says, at both ends

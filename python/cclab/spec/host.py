@@ -28,6 +28,8 @@ TCP_WMEM_DEFAULT_BYTES = 16_384
 #: cclab's default for `tcp_wmem[2]`, as for tcp_rmem: a send buffer never limits a flow.
 DEFAULT_TCP_WMEM_MAX_BYTES = 512 * 1024 * 1024
 DEFAULT_LOSS_RECOVERY = "rack"
+#: The senders' egress qdisc: none (a veth's noqueue; TCP paces only the CCs that ask for it).
+DEFAULT_SENDER_QDISC = "none"
 
 
 def _check_tcp_rmem_max(text: str) -> str:
@@ -95,6 +97,12 @@ class Host(BaseModel):
         "bottleneck; default: the simulator's 10 Gbit/s (or 10x the bottleneck), the kernel engine's veth",
     )
 
+    sender_qdisc: Literal["none", "fq", "pfifo_fast"] = Field(
+        default="none",
+        description='the senders\' egress qdisc: "none" (TCP paces only CCs that ask, as BBR), "fq" (paces every '
+        'flow at its pacing rate, as BBR\'s FAQ recommends) or "pfifo_fast" (a FIFO of 1000 packets)',
+    )
+
     loss_recovery: Literal["rack", "classic"] = Field(
         default="rack",
         description='net.ipv4.tcp_recovery: "rack" (RACK-TLP, 1, Linux\'s default) or "classic" (0: the duplicate-ACK '
@@ -110,6 +118,8 @@ class Host(BaseModel):
             resolved["tcp_wmem_max_bytes"] = parse_bytes(self.tcp_wmem_max)
         if self.access_rate_mbps is not None:
             resolved["access_rate_bps"] = self.access_rate_bps
+        if self.sender_qdisc != DEFAULT_SENDER_QDISC:
+            resolved["sender_qdisc"] = self.sender_qdisc
         if self.loss_recovery != DEFAULT_LOSS_RECOVERY:
             resolved["loss_recovery"] = self.loss_recovery
         return resolved
@@ -126,5 +136,6 @@ def effective(host: dict[str, Any] | None) -> dict[str, Any]:
         "tcp_rmem_max_bytes": int(host.get("tcp_rmem_max_bytes", DEFAULT_TCP_RMEM_MAX_BYTES)),
         "tcp_wmem_max_bytes": int(host.get("tcp_wmem_max_bytes", DEFAULT_TCP_WMEM_MAX_BYTES)),
         "access_rate_bps": host.get("access_rate_bps"),
+        "sender_qdisc": str(host.get("sender_qdisc", DEFAULT_SENDER_QDISC)),
         "loss_recovery": str(host.get("loss_recovery", DEFAULT_LOSS_RECOVERY)),
     }

@@ -22,7 +22,7 @@ from cclab.studies._common import fmt, markdown_table, progress, run_facts, save
 from cclab.studies._manyflows import run_grid
 
 NAME = "settings"
-DESCRIPTION = "one host setting at a time (socket buffers, RACK, the senders' NIC) at the seeds' headline cells, for BBRv1, BBRv3 and CUBIC"
+DESCRIPTION = "one host setting at a time (socket buffers, RACK, the senders' NIC and qdisc) at the seeds' headline cells, for BBRv1, BBRv3 and CUBIC"
 
 CCS = ("bbr", "bbr3", "cubic")
 DURATION_S = 60.0
@@ -76,8 +76,9 @@ SETTINGS = (
     Setting("iperf3 -w 100M", "SO_SNDBUF/SO_RCVBUF of 100 MB, clamped to net.core.wmem_max/rmem_max (4 MiB here)", window="100MB"),
     Setting("RACK off", "net.ipv4.tcp_recovery = 0: the duplicate-ACK scoreboard marks losses", host={"loss_recovery": "classic"}),
     Setting("1 Gbit/s NIC", "the senders' NIC at 1 Gbit/s, as on the seeds' testbeds", host={"access_rate_mbps": 1000}),
+    Setting("fq at the sender", "sch_fq on the senders' interface: every CC paced at its pacing rate", host={"sender_qdisc": "fq"}),
 )
-NOT_YET = ("MTU", "segmentation offloads", "the sender's qdisc", "the delay emulator's queue limit", "SACK off")
+NOT_YET = ("MTU", "segmentation offloads", "the delay emulator's queue limit", "SACK off")
 
 
 def plan(quick: bool) -> tuple[dict[str, Any], list[dict[str, list[Any]]]]:

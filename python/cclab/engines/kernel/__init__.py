@@ -43,6 +43,12 @@ class KernelEngine:
     #: 6: no cc_mode for samples taken before iperf3 switched the socket to the flow's CC.
     model_version = "kernel-6"
 
+    def check(self, config: dict) -> None:
+        """The refusals that need no run: host settings this host cannot give (preflight.check_host)."""
+        from cclab.engines.kernel.preflight import check_host
+
+        check_host(config)
+
     def run(self, scenario: Scenario, progress: RunProgress | None = None) -> RunResult:
         from cclab.results import RunResult
 

@@ -203,9 +203,11 @@ def _run(  # noqa: PLR0915
     # The delay line and the userspace bottleneck both own CPU0: steer receive work off it.
     topology.configure_hosts(topo, steer=not use_netem or userspace, host=config.get("host"))
     topology.configure_ecn(topo, ecn_of_flow, [bool(f.get("accecn")) for f in flows])
-    access_rate_bps = effective(config.get("host"))["access_rate_bps"]
-    if access_rate_bps is not None:
-        shaping.install_access_links(topo, access_rate_bps)
+    host = effective(config.get("host"))
+    if host["access_rate_bps"] is not None:
+        shaping.install_access_links(topo, host["access_rate_bps"])
+    if host["sender_qdisc"] != "none":
+        shaping.install_sender_qdiscs(topo, host["sender_qdisc"], under_access_link=host["access_rate_bps"] is not None)
     limit_bytes = shaping.queue_limit_bytes(b)
     tbf_rate_bps = rate_bps * aqm.PASSTHROUGH_RATE_FACTOR if userspace else rate_bps
     shaping.install_tbf(topo, tbf_rate_bps, limit_bytes)

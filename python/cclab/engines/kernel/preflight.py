@@ -11,6 +11,7 @@ from cclab.engines.kernel.kconfig import kernel_config, kernel_has
 from cclab.engines.kernel.errors import KernelEngineError, KernelPreflightError
 from cclab.engines.kernel.topology import MAX_FLOWS
 from cclab.spec.bpf_source import is_source as is_bpf_source
+from cclab.spec.host import effective
 
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 #: Envelope measured on 2 cores (shared/kernel-testbed-notes.md, bench/kernel_envelope.py):
@@ -98,12 +99,12 @@ def _preflight(config: dict) -> None:
             )
         if f.get("rwnd_bytes") is not None:
             raise KernelEngineError(f"flow {f['flow_id']}: rwnd_bytes is not supported by the kernel engine")
-        check_socket_buffers(f)
         if f["start_ns"] >= config["duration_ns"]:
             raise KernelEngineError(f"flow {f['flow_id']}: starts at or after the end of the run")
     if config["duration_ns"] < 1_000_000_000:
         raise KernelEngineError("duration: the kernel engine needs at least 1 s (iperf3 runs whole seconds)")
 
+    check_host(config)
     for f in flows:
         if f.get("accecn"):
             problem = accecn_problem()
@@ -162,6 +163,15 @@ def accecn_problem() -> str | None:
 NET_CORE_BUFFER_MAX = {"sndbuf": "/proc/sys/net/core/wmem_max", "rcvbuf": "/proc/sys/net/core/rmem_max"}
 
 
+def check_host(config: dict) -> None:
+    """The host settings this host can give a run (`[host]` and the flows' socket buffers), or
+    one line why not: cheap, so the CLI asks before it announces the run."""
+    for flow in config["flows"]:
+        check_socket_buffers(flow)
+    if effective(config.get("host"))["sender_qdisc"] == "fq" and not aqm.qdisc_probe("fq").available:
+        raise KernelPreflightError(f"host.sender_qdisc: this kernel has no sch_fq ({aqm.qdisc_probe('fq').detail}); use the sim engine")
+
+
 def check_socket_buffers(flow: dict) -> None:
     """A flow's SO_SNDBUF/SO_RCVBUF (iperf3 -w) the kernel engine can set, or one line why not."""
     index = flow["flow_id"]
@@ -172,7 +182,7 @@ def check_socket_buffers(flow: dict) -> None:
         with open(path) as f:
             limit = int(f.read())
         if requested > limit:
-            raise KernelEngineError(
+            raise KernelPreflightError(
                 f"flows[{index}].{side}: {requested} bytes is more than this host's {path[len('/proc/sys/'):].replace('/', '.')} "
                 f"({limit}), which Linux clamps it to and a namespace cannot raise; use at most {limit} or the sim engine"
             )
@@ -181,7 +191,7 @@ def check_socket_buffers(flow: dict) -> None:
     sndbuf, rcvbuf = flow.get("sndbuf_bytes"), flow.get("rcvbuf_bytes")
     if flow.get("size_bytes") is None and rcvbuf != sndbuf:
         shown = ["autotune" if value is None else f"{value} bytes" for value in (sndbuf, rcvbuf)]
-        raise KernelEngineError(
+        raise KernelPreflightError(
             f"flows[{index}].rcvbuf: a bulk flow's buffers are both set by iperf3 -w on the kernel engine, so rcvbuf "
             f"must equal sndbuf (got sndbuf {shown[0]}, rcvbuf {shown[1]}); use the sim engine for others"
         )

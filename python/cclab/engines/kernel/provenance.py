@@ -76,6 +76,8 @@ def provenance(
         "host_settings": effective(config.get("host")),
         # The senders' access link: a tbf where [host] access_rate_mbps asks for one, else the veth.
         "access_link": _access_link(config),
+        # What the senders' interface had: the access link's tbf and the sender qdisc, or noqueue.
+        "sender_qdiscs": ns_run(topo.senders[0], "tc", "qdisc", "show", "dev", topology.HOST_IFNAME).strip().splitlines(),
         "sender_sysctls": _sysctls(topo.senders[0], HOST_SYSCTLS_REPORTED),
         "root_sysctls": {k: _root_sysctl(k) for k in ROOT_SYSCTLS_REPORTED},
         "offloads": {

@@ -44,8 +44,21 @@ def access_link(rate_bps: int) -> dict[str, int | str]:
 def install_access_links(topo: Topology, rate_bps: int) -> None:
     link = access_link(rate_bps)
     for ns in topo.senders:
-        ns_run(ns, "tc", "qdisc", "add", "dev", HOST_IFNAME, "root", "tbf", "rate", f"{rate_bps}bit",
+        ns_run(ns, "tc", "qdisc", "add", "dev", HOST_IFNAME, "root", "handle", ACCESS_HANDLE, "tbf", "rate", f"{rate_bps}bit",
                "burst", str(link["burst_bytes"]), "limit", str(link["limit_bytes"]))  # fmt: skip
+
+
+#: The access link's tbf, under which a sender qdisc goes when both are asked for.
+ACCESS_HANDLE = "1:"
+
+
+def install_sender_qdiscs(topo: Topology, kind: str, under_access_link: bool) -> None:
+    """`[host] sender_qdisc` on each sender's interface with tc's defaults (fq: flow queues and
+    pacing at each socket's rate; pfifo_fast: three bands of 1000 packets), under the access
+    link's tbf if there is one (the veth's own qdisc otherwise: noqueue)."""
+    where = ["parent", ACCESS_HANDLE] if under_access_link else ["root"]
+    for ns in topo.senders:
+        ns_run(ns, "tc", "qdisc", "add", "dev", HOST_IFNAME, *where, kind)
 
 
 def queue_limit_bytes(bottleneck: dict) -> int:

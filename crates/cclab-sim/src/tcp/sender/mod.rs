@@ -119,7 +119,10 @@ pub struct TcpSender {
     /// The state the CC reads and writes.
     pub tcp: TcpState,
     cc: AnyCc,
+    /// The sender's skbs leave at its pacing clock: the CC asks for pacing (BBR), or fq paces.
     pacing: bool,
+    /// The CC sets `sk_pacing_rate` itself; otherwise `tcp_update_pacing_rate` does.
+    cc_sets_pacing_rate: bool,
     /// True once the CC has shown it owns cwnd (`cong_control`), like BBR.
     cc_owns_cwnd: bool,
     total_segments: Option<u64>,
@@ -203,12 +206,14 @@ impl TcpSender {
         };
         let mut tcp = TcpState::new(mss_bytes);
         tcp.app_limited = rate::APP_LIMITED_UNTIL_FIRST_DELIVERY;
+        tcp.paced = pacing;
         let send_buffer = SendBuffer::new(mss_bytes as u64, mss_bytes as u64 + TCPOLEN_TSTAMP_ALIGNED_BYTES, cc.sndbuf_expand(), None, total_segments);
         TcpSender {
             flow_id,
             tcp,
             cc,
             pacing,
+            cc_sets_pacing_rate: pacing,
             cc_owns_cwnd: false,
             total_segments,
             last_segment_bytes,
@@ -250,6 +255,13 @@ impl TcpSender {
             last_mode: "",
             scratch_ranges: Vec::new(),
         }
+    }
+
+    /// fq on the sender's interface: every skb waits for its departure time at the pacing rate,
+    /// whichever CC set that rate (`SK_PACING_FQ`).
+    pub fn use_fq_pacing(&mut self) {
+        self.pacing = true;
+        self.tcp.paced = true;
     }
 
     /// `net.ipv4.tcp_recovery = 0`: losses are marked by the duplicate-ACK scoreboard

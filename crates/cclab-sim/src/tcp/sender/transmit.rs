@@ -100,7 +100,7 @@ impl TcpSender {
     /// paces by it without fq, but `tcp_tso_autosize` sizes skbs by it and HyStart's
     /// `hystart_ack_delay` reads it. Paced CCs set their own rate.
     pub(super) fn update_unpaced_pacing_rate(&mut self) {
-        if self.pacing {
+        if self.cc_sets_pacing_rate {
             return;
         }
         let srtt_us = self.rtt.srtt().as_micros();
@@ -123,9 +123,9 @@ impl TcpSender {
         // `sk_pacing_rate`: the CC's for a paced sender, else tcp_update_pacing_rate's.
         let rate = self.tcp.pacing_rate_bytes_per_sec;
         if rate == u64::MAX {
-            return if self.pacing { 1 } else { TCP_MIN_TSO_SEGS };
+            return if self.cc_sets_pacing_rate { 1 } else { TCP_MIN_TSO_SEGS };
         }
-        let min_segs = if self.pacing { self.cc.min_tso_segs(&self.tcp).unwrap_or(TCP_MIN_TSO_SEGS) } else { TCP_MIN_TSO_SEGS };
+        let min_segs = if self.cc_sets_pacing_rate { self.cc.min_tso_segs(&self.tcp).unwrap_or(TCP_MIN_TSO_SEGS) } else { TCP_MIN_TSO_SEGS };
         let mut bytes = rate >> PACING_SHIFT;
         // Short paths get larger skbs (`sysctl_tcp_tso_rtt_log`).
         let rtt_shift = self.rtt.min_rtt().map_or(u64::MAX, |r| r.as_micros() >> TSO_RTT_LOG);

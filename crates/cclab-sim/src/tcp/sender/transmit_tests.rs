@@ -249,3 +249,32 @@ fn an_unpaced_sender_sends_a_short_skb_at_once_after_a_quiet_millisecond_or_with
     s.transmit(now, &mut q, &mut out);
     assert_eq!(out.len(), 1);
 }
+
+#[test]
+fn under_fq_cubic_leaves_at_the_pacing_rate_tcp_sets_for_it_where_without_it_the_window_leaves_at_once() {
+    // Congestion avoidance, cwnd 100 of which 10 in flight: 120% of 100 x 1448 B per 20 ms.
+    let open_window = |fq: bool| {
+        let (mut s, mut q, t0) = unpaced_sender();
+        if fq {
+            s.use_fq_pacing();
+        }
+        s.tcp.snd_ssthresh = 50;
+        s.tcp.snd_cwnd = 100;
+        s.update_unpaced_pacing_rate();
+        let mut out = Vec::new();
+        let now = t0 + SimDuration::from_millis(5);
+        s.transmit(now, &mut q, &mut out);
+        (s, out.len(), now)
+    };
+    let (plain, sent_plain, _) = open_window(false);
+    // Unpaced: all that cwnd and the written data allow, back to back (several skbs).
+    let written = plain.send_buffer.write_seq() - 10;
+    assert_eq!(sent_plain as u64, written.min(plain.tcp.snd_cwnd as u64 - 10));
+    assert!(sent_plain as u32 > 2 * plain.tso_segs());
+    let (paced, sent_paced, now) = open_window(true);
+    assert_eq!(paced.tcp.pacing_rate_bytes_per_sec, 8_688_000);
+    // fq: one skb (about a millisecond at that rate), then the next only at its departure time.
+    assert_eq!(sent_paced as u32, paced.tso_segs());
+    let skb_ns = sent_paced as u64 * MSS as u64 * 1_000_000_000 / 8_688_000;
+    assert!(paced.tcp.next_send_time >= now + SimDuration(skb_ns / 2), "the pacing clock moved on by the skb");
+}
