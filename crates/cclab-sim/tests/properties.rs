@@ -72,8 +72,14 @@ fn arb_config() -> impl Strategy<Value = SimConfig> {
             stall_per_packet: [0.0, 1.44e-4, 1.44e-2][(seed / 4 % 3) as usize],
             // Both receivers: Linux's autotuned window, and one that never limits.
             receive_window_autotuning: seed % 8 != 1,
-            // Every third draw recovers without RACK (the classic scoreboard).
-            host: cclab_sim::config::HostConfig { loss_recovery: if seed % 3 == 0 { cclab_sim::config::LossRecovery::Classic } else { cclab_sim::config::LossRecovery::Rack }, ..Default::default() },
+            // Every third draw recovers without RACK (the classic scoreboard); every fifth has
+            // fq at the senders; every seventh a NIC at the bottleneck's own rate.
+            host: cclab_sim::config::HostConfig {
+                loss_recovery: if seed % 3 == 0 { cclab_sim::config::LossRecovery::Classic } else { cclab_sim::config::LossRecovery::Rack },
+                sender_qdisc: if seed % 5 == 0 { cclab_sim::config::SenderQdisc::Fq } else { cclab_sim::config::SenderQdisc::None },
+                access_rate_bps: (seed % 7 == 0).then_some(rate * 1_000_000),
+                ..Default::default()
+            },
         })
 }
 
@@ -85,7 +91,13 @@ proptest! {
         let rate_bps = cfg.bottleneck.rate_bps as f64;
         let loss = cfg.bottleneck.loss_probability;
         let limit = cfg.bottleneck.queue_limit_bytes;
+        // One flow whose NIC runs at the bottleneck's rate cannot outrun it: no queue to overflow
+        // (unless the dequeue stalls and packets pile up behind it).
+        let paced_by_its_nic = cfg.flows.len() == 1 && cfg.host.access_rate_bps == Some(cfg.bottleneck.rate_bps) && cfg.stall_per_packet == 0.0;
         let r = run_checked(cfg.clone());
+        if paced_by_its_nic {
+            prop_assert_eq!(r.bottleneck.overflow_drops, 0);
+        }
 
         // Segments sent = received at the receiver + lost + still in the network.
         for f in &r.flows {

@@ -206,3 +206,18 @@ fn twenty_five_bbr_flows_in_a_tenth_of_a_bdp_share_the_link_fairly_as_on_linux()
     let jain = g.iter().sum::<f64>().powi(2) / (g.len() as f64 * g.iter().map(|x| x * x).sum::<f64>());
     assert!(jain > 0.8, "Jain index {jain}: {g:?}");
 }
+
+#[test]
+fn a_nic_at_the_bottlenecks_rate_never_overflows_its_queue_where_a_fast_one_does() {
+    // Five frames of buffer: a 10 Gbit/s NIC delivers CUBIC's skbs faster than 100 Mbit/s drains
+    // them; a 100 Mbit/s NIC hands them over exactly as fast as they leave.
+    let with_nic = |access_mbps: u64| {
+        let mut cfg = config(100, 20, 5 * FRAME_BYTES, 0.0, 5, vec![flow(0, "cubic")]);
+        cfg.jitter_ns = 0;
+        cfg.stall_per_packet = 0.0;
+        cfg.host.access_rate_bps = Some(access_mbps * 1_000_000);
+        run_checked(cfg)
+    };
+    assert_eq!(with_nic(100).bottleneck.overflow_drops, 0);
+    assert!(with_nic(10_000).bottleneck.overflow_drops > 0);
+}
