@@ -46,3 +46,15 @@ def test_a_capped_send_buffer_starves_the_sender_on_both_engines() -> None:
     # Not compared with each other: this kernel lets the unacknowledged data reach 2.7 times
     # sk_sndbuf (`ss`: w 1.42 MB beside tb 512 KiB), which the simulator's writer does not
     # (docs/RECEIVE_WINDOW.md, "Socket buffers"); the kernel ran 62 Mbit/s where the simulator ran 30.
+
+
+def test_a_finite_flows_receiver_takes_its_own_receive_buffer_as_in_the_simulator() -> None:
+    # rcvbuf alone: receiver.py sets SO_RCVBUF on its listener (iperf3's -w would set both ends).
+    # 4 MB at 100 Mbit/s x 100 ms through a 165,900-byte window: about 25 round trips.
+    case = {"duration_s": 8, "bottleneck": {"rate_mbps": 100, "rtt_ms": 100}, "flows": [{"cc": "cubic", "size": "4MB", "rcvbuf": "128KiB"}]}
+    kernel, sim = kernel_run_spec(case), cclab.run(case, "sim")
+    assert_sound(kernel.validity)
+    flow, sim_flow = kernel.flows.iloc[0], sim.flows.iloc[0]
+    assert flow.completed and flow.rwnd_limited_ms > 0.5 * flow.fct_s * 1000
+    # One run here: kernel 2.92 s, simulator 2.86 s (the kernel's FCT also counts the handshake).
+    assert abs(flow.fct_s - sim_flow.fct_s) < 0.10 * flow.fct_s, (flow.fct_s, sim_flow.fct_s)
