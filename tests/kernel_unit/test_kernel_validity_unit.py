@@ -43,11 +43,15 @@ def test_cpu_times_reads_idle_steal_and_total_from_proc_stat() -> None:
 
 
 class _Waits:
-    def __init__(self, waited_s: dict[str, float]) -> None:
+    def __init__(self, waited_s: dict[str, float], ran_s: dict[str, float] | None = None) -> None:
         self._waited_s = waited_s
+        self._ran_s = ran_s or {}
 
     def waited_s(self) -> dict[str, float]:
         return self._waited_s
+
+    def ran_s(self) -> dict[str, float]:
+        return self._ran_s
 
 
 def _busy_machine(waited_s: dict[str, float]) -> SimpleNamespace:
@@ -63,6 +67,34 @@ def test_a_busy_machine_invalidates_a_run_only_when_its_own_tasks_waited_for_a_c
     # The receivers' wait (0.6 s of 4) is left out: it does not tell other load apart.
     held_up = _busy_machine({"iperf3 sender": 0.02, "ksoftirqd/1": 1.0, "iperf3 receiver": 0.6})
     assert assemble.longest_cpu_wait(held_up) == ("ksoftirqd/1", 0.25)
+
+
+def test_a_task_on_a_cpu_all_run_beside_a_bottleneck_that_never_queued_is_the_host_limiting_it() -> None:
+    # Issue 37's case: 820 Mbit/s of 1 Gbit/s, the queue empty, nothing lost; here ksoftirqd ran
+    # 3.9 s of a 4 s run.
+    saturated = SimpleNamespace(sampler=SimpleNamespace(cpu_wait=_Waits({}, {"iperf3 sender": 2.1, "ksoftirqd/1": 3.9})), wall_s=4.0)
+    assert assemble.busiest_task(saturated) == ("ksoftirqd/1", 0.975)
+    assert assemble.busiest_task(saturated)[1] >= assemble.HOST_LIMIT_CPU_FRACTION
+    empty_link = {"queue_max_bytes": 1514, "drops": 0, "utilization": 0.82}
+    assert assemble.never_queued(empty_link)
+    # A link that queued, dropped, or ran full was the limit, however busy the host.
+    assert not assemble.never_queued({**empty_link, "queue_max_bytes": 200_000})
+    assert not assemble.never_queued({**empty_link, "drops": 3})
+    assert not assemble.never_queued({**empty_link, "utilization": 0.99})
+
+
+def test_a_tasks_time_on_a_cpu_is_read_from_its_schedstat() -> None:
+    import os
+    import time
+
+    wait = probes.CpuWait()
+    wait.watch(os.getpid(), "this test")
+    start = time.process_time()
+    while time.process_time() - start < 0.05:
+        pass
+    wait.sample()
+    (ran_s,) = wait.ran_s().values()
+    assert ran_s >= 0.04  # it spun 50 ms of CPU time
 
 
 def test_softnet_drops_name_their_cpu_and_what_the_hypervisor_took_of_it() -> None:

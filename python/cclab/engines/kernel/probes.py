@@ -362,14 +362,21 @@ def ce_marks_from_xstats(kind: str, raw: bytes | None) -> int | None:
     return sum(struct.unpack_from("=I", raw, o)[0] for o in offsets)
 
 
-def run_delay_ns(pid: int) -> int | None:
-    """Nanoseconds task `pid` has spent runnable but waiting for a CPU (the second field of
-    /proc/PID/schedstat, kept by the scheduler's sched_info accounting); None once it is gone."""
+def schedstat_ns(pid: int) -> tuple[int, int] | None:
+    """Nanoseconds task `pid` has spent on a CPU and runnable but waiting for one (the first two
+    fields of /proc/PID/schedstat, the scheduler's sched_info accounting); None once it is gone."""
     try:
         with open(f"/proc/{pid}/schedstat") as f:
-            return int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
+            on_cpu, waiting = f.read().split()[:2]
+        return int(on_cpu), int(waiting)
+    except (OSError, ValueError):
         return None
+
+
+def run_delay_ns(pid: int) -> int | None:
+    """Nanoseconds task `pid` has spent runnable but waiting for a CPU; None once it is gone."""
+    stat = schedstat_ns(pid)
+    return None if stat is None else stat[1]
 
 
 def ksoftirqd_pids() -> dict[int, str]:
@@ -391,19 +398,20 @@ class CpuWait:
     """How long each of the run's own tasks (iperf3 senders and receivers, the delay line, the
     finite-flow receiver, ksoftirqd) waited for a CPU while runnable: what other load on the
     machine costs the run. Unlike the machine's idle time this does not count work that never
-    delays the run (a SCHED_IDLE job gives way at once; the delay line runs SCHED_FIFO)."""
+    delays the run (a SCHED_IDLE job gives way at once; the delay line runs SCHED_FIFO). And how
+    long each ran: a task that used a whole CPU may have been what limited the run."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._names: dict[int, str] = {}
-        self._first: dict[int, int] = {}
-        self._last: dict[int, int] = {}
+        self._first: dict[int, tuple[int, int]] = {}
+        self._last: dict[int, tuple[int, int]] = {}
 
     def watch(self, pid: int, name: str) -> None:
-        delay = run_delay_ns(pid)
-        if delay is not None:
+        stat = schedstat_ns(pid)
+        if stat is not None:
             with self._lock:
-                self._names[pid], self._first[pid], self._last[pid] = name, delay, delay
+                self._names[pid], self._first[pid], self._last[pid] = name, stat, stat
 
     def watch_all(self, tasks: dict[int, str]) -> None:
         for pid, name in tasks.items():
@@ -413,15 +421,22 @@ class CpuWait:
         with self._lock:
             pids = list(self._names)
         for pid in pids:
-            delay = run_delay_ns(pid)
-            if delay is not None:
+            stat = schedstat_ns(pid)
+            if stat is not None:
                 with self._lock:
-                    self._last[pid] = delay
+                    self._last[pid] = stat
 
-    def waited_s(self) -> dict[str, float]:
-        """Seconds each watched task waited, by name (a name shared by tasks: their largest)."""
+    def _seconds(self, field: int) -> dict[str, float]:
         out: dict[str, float] = {}
         with self._lock:
             for pid, name in self._names.items():
-                out[name] = max(out.get(name, 0.0), (self._last[pid] - self._first[pid]) / 1e9)
+                out[name] = max(out.get(name, 0.0), (self._last[pid][field] - self._first[pid][field]) / 1e9)
         return out
+
+    def waited_s(self) -> dict[str, float]:
+        """Seconds each watched task waited, by name (a name shared by tasks: their largest)."""
+        return self._seconds(1)
+
+    def ran_s(self) -> dict[str, float]:
+        """Seconds each watched task ran on a CPU, by name (a name shared by tasks: their largest)."""
+        return self._seconds(0)

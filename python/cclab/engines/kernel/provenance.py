@@ -101,6 +101,7 @@ def provenance(
         "cpu_idle_fraction": assemble.cpu_idle_fraction(m),
         "cpu_steal_fraction": assemble.cpu_steal_fraction(m),
         "cpu_wait_s": {name: round(s, 4) for name, s in sorted(m.sampler.cpu_wait.waited_s().items())},
+        "cpu_ran_s": {name: round(s, 4) for name, s in sorted(m.sampler.cpu_wait.ran_s().items())},
         "softnet_drops_growth": m.softnet_growth,
         "softnet_drops_growth_per_cpu": m.softnet_growth_per_cpu,
         "cpu_steal_fraction_per_cpu": [round(f, 4) for f in m.steal_fraction_per_cpu],
