@@ -118,7 +118,7 @@ def cluster() -> Iterator[Cluster]:
 
 
 def sweep_of(duration_s: float, repetitions: int, name: str = "ray") -> Sweep:
-    # At 1 Gbit/s the simulator takes about 10 ms per simulated second (2 cores, unloaded).
+    # At 1 Gbit/s the simulator takes about 40 ms per simulated second (2 cores, unloaded).
     return Sweep.from_dict(
         {
             "name": name,
@@ -147,7 +147,7 @@ def assert_each_run_stored_once(out: Path, sweep: Sweep) -> None:
 
 
 def test_a_sweep_on_a_ray_cluster_stores_the_same_flows_bit_for_bit_as_a_local_sweep(cluster: Cluster, tmp_path: Path) -> None:
-    sweep = sweep_of(duration_s=30, repetitions=2)
+    sweep = sweep_of(duration_s=10, repetitions=2)
     local = run_sweep(sweep, tmp_path / "local", jobs=1, progress=False)
     on_ray = run_sweep(sweep, tmp_path / "ray", progress=False, executor=ExecutorChoice("ray", cluster.address))
     assert (local.done, on_ray.done, on_ray.failed) == (4, 4, [])
@@ -235,7 +235,7 @@ def busy_workers(node: subprocess.Popen[bytes]) -> list[int]:
 
 
 def test_a_worker_killed_mid_run_has_its_run_retried_and_every_run_is_stored_once(cluster: Cluster, tmp_path: Path) -> None:
-    sweep = sweep_of(duration_s=200, repetitions=2)  # 4 runs of about 2 s
+    sweep = sweep_of(duration_s=100, repetitions=2)  # 4 runs of about 1 s
     killed: list[int] = []
 
     def kill_a_busy_worker_of_the_second_node() -> None:
@@ -265,7 +265,7 @@ name = "killed"
 repetitions = 4
 
 [base]
-duration_s = 50
+duration_s = 20
 [base.bottleneck]
 rate_mbps = 1000
 rtt_ms = 10
@@ -278,7 +278,7 @@ cc = "cubic"
 
 
 def test_a_driver_killed_mid_sweep_resumes_on_the_cluster_without_losing_or_redoing_a_run(cluster: Cluster, tmp_path: Path) -> None:
-    sweep_file, out = tmp_path / "killed.toml", tmp_path / "out"  # 8 runs of about half a second
+    sweep_file, out = tmp_path / "killed.toml", tmp_path / "out"  # 8 runs of under a second
     sweep_file.write_text(KILLED_SWEEP, encoding="utf-8")
     command = [sys.executable, "-m", "cclab", "sweep", str(sweep_file), "--out", str(out), "--executor", "ray", "--address", cluster.address]
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
