@@ -98,43 +98,21 @@ pub struct ReceiveWindow {
     rcvbuf_locked: bool,
 }
 
-/// `tcp_select_initial_window`'s scale: the one the largest buffer the socket may grow to needs
-/// (`ilog2(max(space, tcp_rmem[2], rmem_max)) - 15`, at most 14).
-fn initial_wscale(full_space_bytes: u64, tcp_rmem_max_bytes: u64) -> u32 {
-    let space = full_space_bytes.max(tcp_rmem_max_bytes).max(NET_CORE_RMEM_MAX_BYTES);
-    (space.ilog2().saturating_sub(15)).min(TCP_MAX_WSCALE)
-}
-
 impl ReceiveWindow {
     /// The state once the handshake is done (`tcp_select_initial_window`,
     /// `tcp_init_buffer_space`), with `established` the time it was.
     pub fn new(mss_bytes: u64, truesize_bytes: u64, established: SimTime) -> Self {
-        let ratio = TCP_DEFAULT_SCALING_RATIO;
-        let full_space = win_from_space(ratio, TCP_RMEM_DEFAULT_BYTES);
-        // tcp_select_initial_window: a whole number of segments; the scale the largest
-        // buffer needs (`ilog2(max(space, tcp_rmem[2])) - 15`).
-        let rcv_wnd = full_space / mss_bytes * mss_bytes;
-        let wscale = initial_wscale(full_space, TCP_RMEM_MAX_BYTES);
-        // The SYN-ACK's window is not scaled.
-        let rcv_wnd = rcv_wnd.min(MAX_UNSCALED_WINDOW);
-        // tcp_init_buffer_space with tcp_app_win = 1 (the default): one segment of
-        // the buffer is kept back from the clamp.
-        let mut window_clamp = full_space;
-        if window_clamp > 2 * mss_bytes && window_clamp + mss_bytes > full_space {
-            window_clamp = (2 * mss_bytes).max(full_space - mss_bytes);
-        }
-        let rcv_ssthresh = rcv_wnd.min(window_clamp);
-        ReceiveWindow {
+        let mut window = ReceiveWindow {
             mss_bytes,
             truesize_bytes,
-            scaling_ratio: ratio,
-            wscale,
+            scaling_ratio: TCP_DEFAULT_SCALING_RATIO,
+            wscale: 0,
             rcvbuf_bytes: TCP_RMEM_DEFAULT_BYTES,
-            window_clamp_bytes: window_clamp,
-            rcv_ssthresh_bytes: rcv_ssthresh,
-            rcv_wnd_bytes: rcv_wnd,
+            window_clamp_bytes: 0,
+            rcv_ssthresh_bytes: 0,
+            rcv_wnd_bytes: 0,
             rcv_wup: 0,
-            space_bytes: rcv_ssthresh.min(rcv_wnd).min(TCP_INIT_CWND * mss_bytes),
+            space_bytes: 0,
             space_seq: 0,
             space_time: established,
             read_before_data_bytes: 0,
@@ -145,7 +123,31 @@ impl ReceiveWindow {
             ratio_measured: false,
             tcp_rmem_max_bytes: TCP_RMEM_MAX_BYTES,
             rcvbuf_locked: false,
+        };
+        window.handshake();
+        window
+    }
+
+    /// `tcp_openreq_init_rwin`, `tcp_select_initial_window` and `tcp_init_buffer_space` for the
+    /// buffer and `tcp_rmem[2]` set now: the first window (whole segments; the SYN-ACK's is not
+    /// scaled), the scale the largest buffer needs (`ilog2(max(space, tcp_rmem[2], rmem_max)) -
+    /// 15`), bounded by the clamp a locked buffer sets (its full space), and the clamp with one
+    /// segment kept back (`tcp_app_win = 1`).
+    fn handshake(&mut self) {
+        let mss = self.mss_bytes;
+        let full_space = win_from_space(TCP_DEFAULT_SCALING_RATIO, self.rcvbuf_bytes);
+        let handshake_clamp = if self.rcvbuf_locked { full_space } else { u64::MAX };
+        let space = if full_space > mss { full_space / mss * mss } else { full_space };
+        let wscale_space = space.max(self.tcp_rmem_max_bytes).max(NET_CORE_RMEM_MAX_BYTES).min(handshake_clamp);
+        self.wscale = wscale_space.ilog2().saturating_sub(15).min(TCP_MAX_WSCALE);
+        let mut window_clamp = full_space.min(MAX_UNSCALED_WINDOW << self.wscale);
+        if window_clamp > 2 * mss && window_clamp + mss > full_space {
+            window_clamp = (2 * mss).max(full_space - mss);
         }
+        self.rcv_wnd_bytes = space.min(MAX_UNSCALED_WINDOW);
+        self.window_clamp_bytes = window_clamp;
+        self.rcv_ssthresh_bytes = self.rcv_wnd_bytes.min(window_clamp);
+        self.space_bytes = self.rcv_ssthresh_bytes.min(TCP_INIT_CWND * mss);
     }
 
     /// The receiving socket's SO_RCVBUF was set to `requested_bytes` (iperf3 -w) before it
@@ -155,23 +157,9 @@ impl ReceiveWindow {
     /// default 50% ratio (`tcp_openreq_init_rwin`), which also bounds the window scale
     /// (`tcp_select_initial_window`), so the 16-bit window field can cap it below the buffer.
     pub fn with_locked_rcvbuf(mut self, requested_bytes: u64) -> Self {
-        let rcvbuf = (requested_bytes.min(NET_CORE_RMEM_MAX_BYTES) * 2).max(SOCK_MIN_RCVBUF_BYTES);
-        let full_space = win_from_space(TCP_DEFAULT_SCALING_RATIO, rcvbuf);
-        // tcp_select_initial_window, with the clamp at the full space.
-        let space = if full_space > self.mss_bytes { full_space / self.mss_bytes * self.mss_bytes } else { full_space };
-        let wscale_space = space.max(self.tcp_rmem_max_bytes).max(NET_CORE_RMEM_MAX_BYTES).min(full_space);
-        self.wscale = wscale_space.ilog2().saturating_sub(15).min(TCP_MAX_WSCALE);
-        let mut window_clamp = full_space.min(MAX_UNSCALED_WINDOW << self.wscale);
-        // tcp_init_buffer_space with tcp_app_win = 1: one segment kept back.
-        if window_clamp > 2 * self.mss_bytes && window_clamp + self.mss_bytes > full_space {
-            window_clamp = (2 * self.mss_bytes).max(full_space - self.mss_bytes);
-        }
-        self.rcv_wnd_bytes = space.min(MAX_UNSCALED_WINDOW);
-        self.rcvbuf_bytes = rcvbuf;
-        self.window_clamp_bytes = window_clamp;
-        self.rcv_ssthresh_bytes = self.rcv_wnd_bytes.min(window_clamp);
-        self.space_bytes = self.rcv_ssthresh_bytes.min(self.rcv_wnd_bytes).min(TCP_INIT_CWND * self.mss_bytes);
+        self.rcvbuf_bytes = (requested_bytes.min(NET_CORE_RMEM_MAX_BYTES) * 2).max(SOCK_MIN_RCVBUF_BYTES);
         self.rcvbuf_locked = true;
+        self.handshake();
         self
     }
 
@@ -179,7 +167,7 @@ impl ReceiveWindow {
     /// there and the window scale is chosen for it.
     pub fn with_tcp_rmem_max(mut self, bytes: u64) -> Self {
         self.tcp_rmem_max_bytes = bytes;
-        self.wscale = initial_wscale(win_from_space(TCP_DEFAULT_SCALING_RATIO, TCP_RMEM_DEFAULT_BYTES), bytes);
+        self.handshake();
         self
     }
 
