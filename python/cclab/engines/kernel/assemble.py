@@ -9,7 +9,7 @@ import numpy as np
 from cclab.engines.kernel import netem, topology, window
 from cclab.engines.kernel.link_changes import offered_bits
 from cclab.engines.kernel.sampler import Sampler
-from cclab.engines.kernel.shaping import HEADERS_BYTES
+from cclab.engines.kernel.shaping import FRAME_BYTES, HEADERS_BYTES
 from cclab.engines.kernel.traffic import ClientReport, FlowPlan
 
 #: Validity thresholds (shared/kernel-testbed-notes.md, "Check every run for validity").
@@ -510,7 +510,7 @@ def validity(m: Measured, flows: list[dict], bn: dict, qs: dict | None = None) -
 HOST_LIMIT_CPU_FRACTION = 0.95
 #: "Never queued": the bottleneck's largest backlog stayed under two frames, with no drop, and the
 #: link ran below this share of its rate (a flow the link limited would have queued).
-NEVER_QUEUED_MAX_BYTES = 2 * 1514
+NEVER_QUEUED_MAX_BYTES = 2 * FRAME_BYTES
 NEVER_QUEUED_UTILIZATION = 0.95
 
 
