@@ -87,10 +87,9 @@ pub struct CakeConfig {
 /// sch_cake.c
 const CAKE_QUEUES: usize = 1024;
 const CAKE_SET_WAYS: usize = 8;
-/// `cake_init`: sch->limit = 10240 packets, times psched_mtu (1514), bounds the memory.
+/// `cake_init`: sch->limit = 10240 packets, times psched_mtu(dev), bounds the memory.
 const DEFAULT_LIMIT_PACKETS: u64 = 10240;
-const MTU_BYTES: u64 = 1514;
-/// `cake_set_rate` with no rate.
+/// `cake_set_rate` with no rate: a literal 1514 there, whatever the device's MTU.
 const FLOW_QUANTUM_BYTES: u32 = 1514;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,7 +151,8 @@ pub struct Cake<P> {
 }
 
 impl<P> Cake<P> {
-    pub fn new(c: &CakeConfig) -> Self {
+    /// `psched_mtu_bytes`: `psched_mtu(dev)`, which bounds the default memory limit.
+    pub fn new(c: &CakeConfig, psched_mtu_bytes: u32) -> Self {
         // cake_set_rate(rate = 0): no serialisation time, so target and interval
         // are the configured ones (interval at least twice the target).
         let target_ns = c.target_ns.max(1);
@@ -168,7 +168,7 @@ impl<P> Cake<P> {
         // cake_reconfigure: unlimited rate -> ~0, capped by limit * mtu unless `memory` is set.
         let config_limit = c.memory_limit_bytes.unwrap_or(0);
         let buffer_limit = if config_limit > 0 { config_limit } else { u32::MAX as u64 };
-        let buffer_limit = buffer_limit.min((DEFAULT_LIMIT_PACKETS * MTU_BYTES).max(config_limit));
+        let buffer_limit = buffer_limit.min((DEFAULT_LIMIT_PACKETS * psched_mtu_bytes as u64).max(config_limit));
         Cake {
             flow_mode: c.flow_mode.bits(),
             flows: (0..CAKE_QUEUES)

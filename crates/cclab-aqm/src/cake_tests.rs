@@ -11,7 +11,7 @@ fn config(flow_mode: FlowMode) -> CakeConfig {
 }
 
 fn run(c: &CakeConfig, sources: &[Source], secs: u64) -> Report {
-    let mut q = Cake::new(c);
+    let mut q = Cake::new(c, crate::PSCHED_MTU_BYTES);
     drive(&mut q, sources, LINK_BPS, secs * SEC, 1)
 }
 
@@ -145,7 +145,7 @@ fn blue_contains_an_unresponsive_flow_that_overflows_the_memory_limit() {
     // the excess so that the queue stops overflowing.
     let mut c = config(FlowMode::TripleIsolate);
     c.memory_limit_bytes = Some(300_000);
-    let mut q = Cake::new(&c);
+    let mut q = Cake::new(&c, crate::PSCHED_MTU_BYTES);
     let r = drive(&mut q, &[Source::cbr(0, 3 * LINK_BPS)], LINK_BPS, 10 * SEC, 1);
     let f = &r.flows[0];
     let late = |v: &Vec<u64>| v.iter().filter(|&&t| t >= 5 * SEC).count();

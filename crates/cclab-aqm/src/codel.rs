@@ -19,9 +19,6 @@ use std::collections::VecDeque;
 pub const CODEL_SHIFT: u32 = 10;
 /// include/net/codel.h: `rec_inv_sqrt` is a u16; shift it to Q0.32.
 const REC_INV_SQRT_SHIFT: u32 = 32 - 16;
-/// Ethernet MTU plus header: `psched_mtu(dev)` of the bottleneck's 1500-byte
-/// device (net/sched/sch_codel.c codel_init sets `params.mtu` to it).
-pub const PSCHED_MTU_BYTES: u32 = 1514;
 
 /// `codel_time_t`: u32 in 1024 ns ticks.
 pub type CodelTime = u32;
@@ -81,12 +78,13 @@ pub struct CodelParams {
 }
 
 impl CodelParams {
-    pub fn new(target_ns: u64, interval_ns: u64, ce_threshold_ns: Option<u64>, ecn: bool) -> Self {
+    /// `mtu_bytes`: `psched_mtu(dev)` of the bottleneck's device (codel_init, fq_codel_init).
+    pub fn new(target_ns: u64, interval_ns: u64, ce_threshold_ns: Option<u64>, ecn: bool, mtu_bytes: u32) -> Self {
         CodelParams {
             target: ns_to_codel(target_ns),
             interval: ns_to_codel(interval_ns),
             ce_threshold: ce_threshold_ns.map_or(i32::MAX as u32, ns_to_codel),
-            mtu_bytes: PSCHED_MTU_BYTES,
+            mtu_bytes,
             ecn,
         }
     }
@@ -262,9 +260,9 @@ impl<P> CodelQueue<P> for CodelFifo<P> {
 }
 
 impl<P> Codel<P> {
-    pub fn new(cfg: &CodelConfig) -> Self {
+    pub fn new(cfg: &CodelConfig, psched_mtu_bytes: u32) -> Self {
         Codel {
-            params: CodelParams::new(cfg.target_ns, cfg.interval_ns, cfg.ce_threshold_ns, cfg.ecn),
+            params: CodelParams::new(cfg.target_ns, cfg.interval_ns, cfg.ce_threshold_ns, cfg.ecn, psched_mtu_bytes),
             vars: CodelVars::default(),
             limit_packets: cfg.limit_packets,
             fifo: CodelFifo { queue: VecDeque::new(), backlog_bytes: 0, dropped: Vec::new() },
@@ -312,6 +310,7 @@ impl<P> Qdisc<P> for Codel<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PSCHED_MTU_BYTES;
     use crate::{Ecn, PacketMeta};
 
     const FRAME: u32 = 1514;
@@ -342,7 +341,7 @@ mod tests {
     /// `arrival_ns`: returns (drop times, (send time, sojourn) of sent packets, the qdisc).
     fn overload(ecn: bool, service_ns: u64, arrival_ns: u64, duration_ns: u64) -> (Vec<u64>, Vec<(u64, u64)>, Codel<u32>) {
         let cfg = CodelConfig { ecn, limit_packets: 100_000, ..Default::default() };
-        let mut q = Codel::new(&cfg);
+        let mut q = Codel::new(&cfg, PSCHED_MTU_BYTES);
         let mut rng = SimRng::new(1);
         let mut dropped = Vec::new();
         let mut drops = Vec::new();
@@ -406,7 +405,7 @@ mod tests {
 
     #[test]
     fn a_one_packet_backlog_is_never_dropped_however_old() {
-        let mut q = Codel::new(&CodelConfig::default());
+        let mut q = Codel::new(&CodelConfig::default(), PSCHED_MTU_BYTES);
         let mut rng = SimRng::new(1);
         let mut dropped = Vec::new();
         for i in 0..100u64 {
@@ -428,7 +427,7 @@ mod tests {
     #[test]
     fn a_ce_threshold_marks_every_packet_whose_sojourn_exceeds_it() {
         let cfg = CodelConfig { ce_threshold_ns: Some(1_000_000), ..Default::default() };
-        let mut q = Codel::new(&cfg);
+        let mut q = Codel::new(&cfg, PSCHED_MTU_BYTES);
         let mut rng = SimRng::new(1);
         let mut dropped = Vec::new();
         q.enqueue(SimTime(0), pkt(0, Ecn::Ect0), &mut rng, &mut dropped);

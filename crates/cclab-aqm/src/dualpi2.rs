@@ -83,7 +83,7 @@ impl Default for DualPi2Config {
         let limit_packets = 10_000;
         DualPi2Config {
             limit_packets,
-            memory_limit_bytes: limit_packets as u64 * 2 * MTU_FRAME_BYTES,
+            memory_limit_bytes: limit_packets as u64 * 2 * crate::PSCHED_MTU_BYTES as u64,
             target_ns: 15_000_000,
             tupdate_ns: 16_000_000,
             alpha: 41,
@@ -106,8 +106,6 @@ const MAX_PROB: u32 = u32::MAX;
 const ALPHA_BETA_GRANULARITY: u32 = 6;
 /// `ALPHA_BETA_SHIFT - ALPHA_BETA_GRANULARITY` = 8 - 6.
 const ALPHA_BETA_SCALING: u32 = 2;
-/// `psched_mtu(dev)` of a 1500-byte MTU device: the frame with its 14-byte Ethernet header.
-const MTU_FRAME_BYTES: u64 = 1514;
 
 /// `dualpi2_scale_alpha_beta`: tc's Hz x 256 into probability (2^-32) per 64 ns of delay.
 fn scale_alpha_beta(param: u32) -> u32 {
@@ -144,6 +142,8 @@ pub struct DualPi2Stats {
 }
 
 pub struct DualPi2<P> {
+    /// `psched_mtu(dev)`.
+    mtu_bytes: u64,
     limit_packets: u64,
     memory_limit_bytes: u64,
     target_ns: u64,
@@ -175,17 +175,20 @@ pub struct DualPi2<P> {
 }
 
 impl<P> DualPi2<P> {
-    pub fn new(c: &DualPi2Config) -> Self {
+    /// `psched_mtu_bytes`: `psched_mtu(dev)`, which the credit scheduler and the
+    /// two-packet floor of dualpi2_classic_marking read.
+    pub fn new(c: &DualPi2Config, psched_mtu_bytes: u32) -> Self {
         let wc = c.c_protection_percent.min(100) as i64;
         let wl = 100 - wc;
         // dualpi2_calculate_c_protection: L is served first after a reset.
-        let c_protection_init = MTU_FRAME_BYTES as i64 * (wc - wl);
+        let c_protection_init = psched_mtu_bytes as i64 * (wc - wl);
         let (step_thresh, step_in_packets) = match (c.step_thresh_ns, c.step_thresh_packets) {
             (_, Some(pkts)) => (pkts as u64, true),
             (Some(ns), None) => (ns, false),
             (None, None) => (1_000_000, false),
         };
         DualPi2 {
+            mtu_bytes: psched_mtu_bytes as u64,
             limit_packets: c.limit_packets.max(1) as u64,
             memory_limit_bytes: c.memory_limit_bytes.max(1),
             target_ns: c.target_ns,
@@ -272,7 +275,7 @@ impl<P> DualPi2<P> {
     /// `must_drop`: the PI's classic (p'^2) or coupled (k x p') signal for `pkt`, given
     /// the backlog without it. True: drop it; a mark is applied in place.
     fn must_drop(&mut self, pkt: &mut Packet<P>, l4s: bool, rng: &mut SimRng) -> bool {
-        if self.backlog_bytes < 2 * MTU_FRAME_BYTES {
+        if self.backlog_bytes < 2 * self.mtu_bytes {
             return false;
         }
         let prob = self.prob;

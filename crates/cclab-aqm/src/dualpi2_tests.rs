@@ -12,7 +12,7 @@ fn config() -> DualPi2Config {
 
 /// A DualPI2 whose controller is frozen at `prob`.
 fn frozen(prob: f64) -> DualPi2<u32> {
-    let mut q = DualPi2::new(&config());
+    let mut q = DualPi2::new(&config(), crate::PSCHED_MTU_BYTES);
     q.next_update = SimTime::MAX;
     q.prob = (prob * MAX_PROB as f64) as u32;
     q
@@ -53,7 +53,7 @@ fn ect1_and_ce_go_to_the_l4s_queue_and_ect0_and_not_ect_to_the_classic_one() {
         (3, Ecn::Ect0, true),
         (3, Ecn::NotEct, false),
     ] {
-        let mut q: DualPi2<u32> = DualPi2::new(&DualPi2Config { ecn_mask: mask, ..config() });
+        let mut q: DualPi2<u32> = DualPi2::new(&DualPi2Config { ecn_mask: mask, ..config() }, crate::PSCHED_MTU_BYTES);
         q.enqueue(SimTime(0), packet(ecn, 0), &mut rng, &mut dropped);
         assert_eq!((q.l_queue.len(), q.c_queue.len()), (l4s as usize, !l4s as usize), "mask {mask} {ecn:?}");
         let out = q.dequeue(SimTime(0), &mut rng, &mut dropped).unwrap();
@@ -66,7 +66,7 @@ fn ect1_and_ce_go_to_the_l4s_queue_and_ect0_and_not_ect_to_the_classic_one() {
 fn the_controller_raises_p_while_the_queue_is_above_target_and_decays_it_when_idle() {
     let mut rng = SimRng::new(1);
     let mut dropped = Vec::new();
-    let mut q: DualPi2<u32> = DualPi2::new(&config());
+    let mut q: DualPi2<u32> = DualPi2::new(&config(), crate::PSCHED_MTU_BYTES);
     // A packet waiting since 0 at the first update (16 ms): p' grows by
     // alpha x (16 - 15) ms + beta x (16 - 0) ms, per 64 ns.
     q.enqueue(SimTime(0), packet(Ecn::NotEct, 0), &mut rng, &mut dropped);
@@ -169,7 +169,7 @@ fn while_both_queues_are_backlogged_the_l4s_queue_gets_ninety_percent_of_the_byt
 fn scalable_flows_keep_the_l4s_queue_near_its_one_ms_step() {
     // RFC 9332 section 1.1 / RFC 9330: an L4S queue's delay stays around the step,
     // far under the classic target, with marks and no drops.
-    let mut q = DualPi2::new(&config());
+    let mut q = DualPi2::new(&config(), crate::PSCHED_MTU_BYTES);
     let src: Vec<Source> = (0..2).map(|i| Source::scalable(i, 10 * LINK_BPS, 20 * MS)).collect();
     let r = drive(&mut q, &src, LINK_BPS, 10 * SEC, 1);
     let from = 2 * SEC;
@@ -183,7 +183,7 @@ fn scalable_flows_keep_the_l4s_queue_near_its_one_ms_step() {
 
 #[test]
 fn classic_flows_settle_near_the_fifteen_ms_target() {
-    let mut q = DualPi2::new(&config());
+    let mut q = DualPi2::new(&config(), crate::PSCHED_MTU_BYTES);
     let src: Vec<Source> = (0..4).map(|i| Source::aimd(i, 10 * LINK_BPS, 20 * MS)).collect();
     let r = drive(&mut q, &src, LINK_BPS, 20 * SEC, 1);
     let mean = r.sojourn_mean_ns(5 * SEC) / 1e6;
@@ -196,7 +196,7 @@ fn classic_flows_settle_near_the_fifteen_ms_target() {
 fn a_scalable_and_a_classic_flow_share_the_link_through_the_coupling() {
     // RFC 9332 section 2.1: k = 2 gives rough rate balance between a scalable and a
     // classic flow; neither takes less than a quarter.
-    let mut q = DualPi2::new(&config());
+    let mut q = DualPi2::new(&config(), crate::PSCHED_MTU_BYTES);
     let src = [Source::scalable(0, 10 * LINK_BPS, 20 * MS), Source::aimd(1, 10 * LINK_BPS, 20 * MS)];
     let r = drive(&mut q, &src, LINK_BPS, 30 * SEC, 1);
     let (l, c) = (r.flows[0].bytes_between(5 * SEC, 30 * SEC) as f64, r.flows[1].bytes_between(5 * SEC, 30 * SEC) as f64);
@@ -207,7 +207,7 @@ fn a_scalable_and_a_classic_flow_share_the_link_through_the_coupling() {
 
 #[test]
 fn a_step_in_packets_marks_once_the_l4s_queue_is_longer_than_it() {
-    let mut q: DualPi2<u32> = DualPi2::new(&DualPi2Config { step_thresh_ns: None, step_thresh_packets: Some(3), ..config() });
+    let mut q: DualPi2<u32> = DualPi2::new(&DualPi2Config { step_thresh_ns: None, step_thresh_packets: Some(3), ..config() }, crate::PSCHED_MTU_BYTES);
     q.next_update = SimTime::MAX;
     let mut rng = SimRng::new(1);
     let mut dropped = Vec::new();
@@ -222,7 +222,7 @@ fn a_step_in_packets_marks_once_the_l4s_queue_is_longer_than_it() {
 
 #[test]
 fn the_limit_tail_drops_and_counts_both_queues() {
-    let mut q: DualPi2<u32> = DualPi2::new(&DualPi2Config { limit_packets: 4, ..config() });
+    let mut q: DualPi2<u32> = DualPi2::new(&DualPi2Config { limit_packets: 4, ..config() }, crate::PSCHED_MTU_BYTES);
     let mut rng = SimRng::new(1);
     let mut dropped = Vec::new();
     for i in 0..6 {

@@ -5,7 +5,8 @@
 //! the head of the fattest queue, up to half of that queue's bytes and at most
 //! `drop_batch` packets at a time (fq_codel_drop).
 
-use crate::codel::{reciprocal_scale, CodelParams, CodelQueue, CodelVars, PSCHED_MTU_BYTES};
+use crate::codel::{reciprocal_scale, CodelParams, CodelQueue, CodelVars};
+use crate::PSCHED_MTU_BYTES;
 use crate::{DropReason, Dropped, Packet, Qdisc, QdiscStats};
 use cclab_cc::rng::SimRng;
 use cclab_cc::SimTime;
@@ -105,10 +106,10 @@ impl<P> CodelQueue<P> for FlowView<'_, P> {
 }
 
 impl<P> FqCodel<P> {
-    pub fn new(cfg: &FqCodelConfig) -> Self {
+    pub fn new(cfg: &FqCodelConfig, psched_mtu_bytes: u32) -> Self {
         let flows = cfg.flows.clamp(1, 65536);
         FqCodel {
-            params: CodelParams::new(cfg.target_ns, cfg.interval_ns, cfg.ce_threshold_ns, cfg.ecn),
+            params: CodelParams::new(cfg.target_ns, cfg.interval_ns, cfg.ce_threshold_ns, cfg.ecn, psched_mtu_bytes),
             flows: (0..flows)
                 .map(|_| FlowQueue { queue: VecDeque::new(), backlog_bytes: 0, deficit: 0, vars: CodelVars::default(), listed: false })
                 .collect(),
@@ -269,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_sparse_flow_is_served_ahead_of_a_backlogged_bulk_flow() {
-        let mut q = FqCodel::new(&FqCodelConfig::default());
+        let mut q = FqCodel::new(&FqCodelConfig::default(), PSCHED_MTU_BYTES);
         let mut rng = SimRng::new(1);
         let mut dropped = Vec::new();
         for i in 0..100 {
@@ -285,7 +286,7 @@ mod tests {
 
     #[test]
     fn two_backlogged_flows_share_the_link_by_bytes() {
-        let mut q = FqCodel::new(&FqCodelConfig::default());
+        let mut q = FqCodel::new(&FqCodelConfig::default(), PSCHED_MTU_BYTES);
         let mut rng = SimRng::new(1);
         let mut dropped = Vec::new();
         for i in 0..200 {
@@ -299,7 +300,7 @@ mod tests {
     #[test]
     fn over_the_limit_fq_codel_drops_from_the_fattest_flow_up_to_half_its_bytes() {
         let cfg = FqCodelConfig { limit_packets: 100, ..Default::default() };
-        let mut q = FqCodel::new(&cfg);
+        let mut q = FqCodel::new(&cfg, PSCHED_MTU_BYTES);
         let mut rng = SimRng::new(1);
         let mut dropped = Vec::new();
         for i in 0..10 {
@@ -321,7 +322,7 @@ mod tests {
     #[test]
     fn a_drop_batch_caps_the_packets_dropped_per_overflow() {
         let cfg = FqCodelConfig { limit_packets: 100, drop_batch: 8, ..Default::default() };
-        let mut q = FqCodel::new(&cfg);
+        let mut q = FqCodel::new(&cfg, PSCHED_MTU_BYTES);
         let mut rng = SimRng::new(1);
         let mut dropped = Vec::new();
         for i in 0..101 {
@@ -332,7 +333,7 @@ mod tests {
 
     #[test]
     fn a_standing_queue_of_ect_packets_is_marked_not_dropped() {
-        let mut q = FqCodel::new(&FqCodelConfig::default());
+        let mut q = FqCodel::new(&FqCodelConfig::default(), PSCHED_MTU_BYTES);
         let mut rng = SimRng::new(1);
         let mut dropped = Vec::new();
         let mut marked = 0;
@@ -352,7 +353,7 @@ mod tests {
 
     #[test]
     fn not_ect_packets_are_dropped_by_the_same_standing_queue() {
-        let mut q = FqCodel::new(&FqCodelConfig::default());
+        let mut q = FqCodel::new(&FqCodelConfig::default(), PSCHED_MTU_BYTES);
         let mut rng = SimRng::new(1);
         let mut dropped = Vec::new();
         for ms in 0..1000u64 {

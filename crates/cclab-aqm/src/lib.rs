@@ -37,6 +37,10 @@ pub use config::{AqmConfig, QueueLimit};
 use cclab_cc::rng::SimRng;
 use cclab_cc::SimTime;
 
+/// `psched_mtu(dev)` (`dev->mtu + dev->hard_header_len`) of a 1500-byte-MTU Ethernet device:
+/// what the qdiscs' own tests and defaults assume. Engines pass their bottleneck's (`build`).
+pub const PSCHED_MTU_BYTES: u32 = 1500 + delivery_trace::ETHERNET_HEADER_BYTES;
+
 /// The ECN field of a packet's IP header (RFC 3168 section 5).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Ecn {
@@ -169,16 +173,18 @@ impl<P> Qdisc<P> for AnyQdisc<P> {
 
 impl AqmConfig {
     /// Builds the qdisc. `limit` is the scenario's hard buffer; `rate_bps` the
-    /// link it feeds (RED's idle-time estimate, PIE's and CAKE's rate knowledge).
-    pub fn build<P>(&self, limit: QueueLimit, rate_bps: u64) -> AnyQdisc<P> {
+    /// link it feeds (RED's idle-time estimate, PIE's and CAKE's rate knowledge);
+    /// `psched_mtu_bytes` its device's MTU with the link header, `psched_mtu(dev)`, which
+    /// CoDel, PIE, CAKE and DualPI2 read.
+    pub fn build<P>(&self, limit: QueueLimit, rate_bps: u64, psched_mtu_bytes: u32) -> AnyQdisc<P> {
         match self {
             AqmConfig::Fifo => AnyQdisc::Fifo(fifo::Fifo::new(limit)),
-            AqmConfig::Codel(cfg) => AnyQdisc::Codel(codel::Codel::new(cfg)),
-            AqmConfig::FqCodel(cfg) => AnyQdisc::FqCodel(fq_codel::FqCodel::new(cfg)),
+            AqmConfig::Codel(cfg) => AnyQdisc::Codel(codel::Codel::new(cfg, psched_mtu_bytes)),
+            AqmConfig::FqCodel(cfg) => AnyQdisc::FqCodel(fq_codel::FqCodel::new(cfg, psched_mtu_bytes)),
             AqmConfig::Red(c) => AnyQdisc::Red(red::Red::new(c, rate_bps)),
-            AqmConfig::Pie(c) => AnyQdisc::Pie(pie::Pie::new(c)),
-            AqmConfig::Cake(c) => AnyQdisc::Cake(cake::Cake::new(c)),
-            AqmConfig::DualPi2(c) => AnyQdisc::DualPi2(dualpi2::DualPi2::new(c)),
+            AqmConfig::Pie(c) => AnyQdisc::Pie(pie::Pie::new(c, psched_mtu_bytes)),
+            AqmConfig::Cake(c) => AnyQdisc::Cake(cake::Cake::new(c, psched_mtu_bytes)),
+            AqmConfig::DualPi2(c) => AnyQdisc::DualPi2(dualpi2::DualPi2::new(c, psched_mtu_bytes)),
         }
     }
 }

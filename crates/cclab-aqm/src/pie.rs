@@ -54,8 +54,6 @@ const PIE_SCALE: u32 = 8;
 /// PSCHED_SHIFT = 6: a psched tick is 64 ns.
 const PSCHED_SHIFT: u32 = 6;
 const PSCHED_TICKS_PER_SEC: u64 = 1_000_000_000 >> PSCHED_SHIFT;
-/// `psched_mtu(dev)`: MTU 1500 plus the 14-byte Ethernet header.
-const MTU_BYTES: u64 = 1514;
 /// `pie_init`: the first update fires HZ/2 after creation.
 const FIRST_UPDATE_NS: u64 = 500 * NANOS_PER_MILLI;
 
@@ -64,6 +62,8 @@ fn ticks(ns: u64) -> u64 {
 }
 
 pub struct Pie<P> {
+    /// `psched_mtu(dev)`.
+    mtu_bytes: u64,
     target: u64, // ticks
     tupdate_ns: u64,
     limit_packets: u32,
@@ -88,8 +88,10 @@ pub struct Pie<P> {
 }
 
 impl<P> Pie<P> {
-    pub fn new(c: &PieConfig) -> Self {
+    /// `psched_mtu_bytes`: `psched_mtu(dev)`, which pie_drop_early reads.
+    pub fn new(c: &PieConfig, psched_mtu_bytes: u32) -> Self {
         let mut q = Pie {
+            mtu_bytes: psched_mtu_bytes as u64,
             target: ticks(c.target_ns),
             tupdate_ns: c.tupdate_ns.max(1),
             limit_packets: c.limit_packets,
@@ -154,11 +156,11 @@ impl<P> Pie<P> {
             return false;
         }
         // Fewer than two MTU-sized packets queued, like RED's min_th.
-        if self.backlog_bytes < 2 * MTU_BYTES {
+        if self.backlog_bytes < 2 * self.mtu_bytes {
             return false;
         }
-        let local_prob = if self.bytemode && packet_bytes as u64 <= MTU_BYTES {
-            packet_bytes as u64 * (self.prob / MTU_BYTES)
+        let local_prob = if self.bytemode && packet_bytes as u64 <= self.mtu_bytes {
+            packet_bytes as u64 * (self.prob / self.mtu_bytes)
         } else {
             self.prob
         };
@@ -364,7 +366,7 @@ mod tests {
 
     /// A PIE whose controller is frozen at `prob` with the burst allowance spent.
     fn frozen(ecn: bool, prob: f64) -> Pie<u32> {
-        let mut q = Pie::new(&config(ecn));
+        let mut q = Pie::new(&config(ecn), crate::PSCHED_MTU_BYTES);
         q.next_update = SimTime::MAX;
         q.prob = (prob * MAX_PROB as f64) as u64;
         q.burst_time = 0;
@@ -393,7 +395,7 @@ mod tests {
         for (load, settled_s, dq_rate_estimator) in [(1.1, 4, false), (1.5, 12, false), (1.1, 4, true)] {
             let mut c = config(false);
             c.dq_rate_estimator = dq_rate_estimator;
-            let mut q = Pie::new(&c);
+            let mut q = Pie::new(&c, crate::PSCHED_MTU_BYTES);
             let src = [Source::cbr(0, (LINK_BPS as f64 * load) as u64)];
             let r = drive(&mut q, &src, LINK_BPS, 30 * SEC, 1);
             let from = settled_s * SEC;
@@ -415,7 +417,7 @@ mod tests {
     fn responsive_flows_settle_at_the_15_ms_target_within_two_seconds() {
         // Four Reno-like flows, 50 ms base RTT, line rate 10x the bottleneck.
         for ecn in [false, true] {
-            let mut q = Pie::new(&config(ecn));
+            let mut q = Pie::new(&config(ecn), crate::PSCHED_MTU_BYTES);
             let ect = if ecn { Ecn::Ect0 } else { Ecn::NotEct };
             let src: Vec<Source> = (0..4).map(|i| Source::aimd(i, 10 * LINK_BPS, 50_000_000).ecn(ect)).collect();
             let r = drive(&mut q, &src, LINK_BPS, 20 * SEC, 1);

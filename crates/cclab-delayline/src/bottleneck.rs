@@ -26,6 +26,8 @@ pub struct BottleneckConfig {
     pub aqm: AqmConfig,
     pub seed: u64,
     pub series_interval_ns: i64,
+    /// `psched_mtu(dev)`: the device's MTU with its Ethernet header.
+    pub psched_mtu_bytes: u32,
 }
 
 /// A packet held in user space: its NFQUEUE id and bytes (the whole packet, to rewrite ECN).
@@ -144,7 +146,7 @@ impl Bottleneck {
             rate_bps: cfg.rate_bps,
             burst_bytes: cfg.burst_bytes,
             limit: cfg.limit,
-            qdisc: cfg.aqm.build(cfg.limit, cfg.rate_bps),
+            qdisc: cfg.aqm.build(cfg.limit, cfg.rate_bps, cfg.psched_mtu_bytes),
             shaper: Shaper::Bucket(TokenBucket::new(cfg.rate_bps, cfg.burst_bytes, now_ns)),
             peeked: None,
             due_ns: None,
@@ -408,6 +410,7 @@ mod tests {
     fn fifo(rate_bps: u64, limit: QueueLimit) -> Bottleneck {
         let cfg = BottleneckConfig {
             queue: 7, rate_bps, burst_bytes: 2 * 1514, limit, aqm: AqmConfig::Fifo, seed: 1, series_interval_ns: 1_000_000,
+            psched_mtu_bytes: cclab_aqm::PSCHED_MTU_BYTES,
         };
         Bottleneck::new(cfg, 0)
     }
@@ -454,7 +457,7 @@ mod tests {
     #[test]
     fn under_dualpi2_each_queue_counts_its_own_packets_sojourns_and_marks() {
         let aqm = AqmConfig::DualPi2(cclab_aqm::dualpi2::DualPi2Config::default());
-        let cfg = BottleneckConfig { queue: 7, rate_bps: 100_000_000, burst_bytes: 2 * 1514, limit: QueueLimit::Packets(10), aqm, seed: 1, series_interval_ns: 1_000_000 };
+        let cfg = BottleneckConfig { queue: 7, rate_bps: 100_000_000, burst_bytes: 2 * 1514, limit: QueueLimit::Packets(10), aqm, seed: 1, series_interval_ns: 1_000_000, psched_mtu_bytes: cclab_aqm::PSCHED_MTU_BYTES };
         let mut b = Bottleneck::new(cfg, 0);
         let mut out = Vec::new();
         // An ECT(1) packet (L4S) released 2 ms after arriving, and a not-ECT one (classic) 5 ms after.

@@ -46,7 +46,7 @@ const SPIN_BELOW_NS: i64 = 10_000;
 const FIFO_PRIORITY: i32 = 50;
 /// Bytes of each bottleneck packet copied to user space: the whole packet, because a CE
 /// mark is written back as the packet's new bytes and a shorter payload would trim the skb
-/// (nfqnl_mangle). MTU-sized packets only: the senders' offloads are off.
+/// (nfqnl_mangle). MTU-sized packets only (at most 9000 bytes): the senders' offloads are off.
 const BOTTLENECK_COPY_BYTES: u32 = 65_535;
 /// Default queue-occupancy sampling interval of the bottleneck (the engine passes its own).
 const DEFAULT_SERIES_INTERVAL_NS: i64 = 1_000_000;
@@ -79,6 +79,8 @@ pub struct Options {
     seed: u64,
     series_interval_ns: i64,
     schedule_file: Option<String>,
+    /// `psched_mtu(dev)` of the bottleneck's device: its MTU with the Ethernet header.
+    psched_mtu_bytes: u32,
 }
 
 fn parse_aqm(json: &str) -> Result<AqmConfig, String> {
@@ -101,6 +103,7 @@ fn parse_args() -> Result<Options, String> {
         seed: 1,
         series_interval_ns: DEFAULT_SERIES_INTERVAL_NS,
         schedule_file: None,
+        psched_mtu_bytes: cclab_aqm::PSCHED_MTU_BYTES,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -123,6 +126,7 @@ fn parse_args() -> Result<Options, String> {
             "--bottleneck" => o.bottleneck = Some(val()?.parse().map_err(|_| "bad --bottleneck")?),
             "--rate-bps" => o.rate_bps = Some(val()?.parse().map_err(|_| "bad --rate-bps")?),
             "--burst-bytes" => o.burst_bytes = Some(val()?.parse().map_err(|_| "bad --burst-bytes")?),
+            "--psched-mtu-bytes" => o.psched_mtu_bytes = val()?.parse().map_err(|_| "bad --psched-mtu-bytes")?,
             "--limit-bytes" => o.limit = Some(QueueLimit::Bytes(val()?.parse().map_err(|_| "bad --limit-bytes")?)),
             "--limit-packets" => {
                 o.limit = Some(QueueLimit::Packets(val()?.parse().map_err(|_| "bad --limit-packets")?))
@@ -203,6 +207,7 @@ fn run(opts: Options) -> std::io::Result<()> {
                 aqm: opts.aqm.clone().unwrap(),
                 seed: opts.seed,
                 series_interval_ns: opts.series_interval_ns,
+                psched_mtu_bytes: opts.psched_mtu_bytes,
             };
             Some(Bottleneck::new(cfg, rt::realtime_ns()))
         }

@@ -56,6 +56,21 @@ pub struct HostConfig {
     /// The senders' egress qdisc.
     #[serde(default)]
     pub sender_qdisc: SenderQdisc,
+    /// Every device's MTU (IP packet bytes), on both paths.
+    #[serde(default = "default_mtu_bytes")]
+    pub mtu_bytes: u32,
+}
+
+impl HostConfig {
+    /// Payload of a full segment (`tcp_mss_to_mtu` inverted, with timestamps).
+    pub fn mss_bytes(&self) -> u32 {
+        self.mtu_bytes - crate::TCP_IP_HEADER_BYTES
+    }
+
+    /// A full segment's frame as tc tbf counts it, and the device's `psched_mtu`.
+    pub fn frame_bytes(&self) -> u32 {
+        self.mss_bytes() + crate::FRAME_OVERHEAD_BYTES
+    }
 }
 
 /// The senders' egress qdisc. With fq, TCP stamps every skb with its departure time at the
@@ -82,8 +97,12 @@ pub enum LossRecovery {
 
 impl Default for HostConfig {
     fn default() -> Self {
-        HostConfig { tcp_rmem_max_bytes: default_tcp_rmem_max_bytes(), tcp_wmem_max_bytes: default_tcp_wmem_max_bytes(), access_rate_bps: None, loss_recovery: LossRecovery::Rack, sender_qdisc: SenderQdisc::None }
+        HostConfig { tcp_rmem_max_bytes: default_tcp_rmem_max_bytes(), tcp_wmem_max_bytes: default_tcp_wmem_max_bytes(), access_rate_bps: None, loss_recovery: LossRecovery::Rack, sender_qdisc: SenderQdisc::None, mtu_bytes: crate::DEFAULT_MTU_BYTES }
     }
+}
+
+fn default_mtu_bytes() -> u32 {
+    crate::DEFAULT_MTU_BYTES
 }
 
 fn default_tcp_rmem_max_bytes() -> u64 {
@@ -240,11 +259,14 @@ impl SimConfig {
         if !(0.0..1.0).contains(&b.loss_probability) {
             return Err(format!("bottleneck.loss_probability: must be in [0, 1), got {}", b.loss_probability));
         }
+        if !crate::MTU_RANGE_BYTES.contains(&self.host.mtu_bytes) {
+            let range = crate::MTU_RANGE_BYTES;
+            return Err(format!("host.mtu_bytes: must be in [{}, {}] (got {})", range.start(), range.end(), self.host.mtu_bytes));
+        }
+        let frame_bytes = self.host.frame_bytes() as u64;
         match (b.queue_limit_bytes, b.queue_limit_packets) {
-            (Some(bytes), None) if bytes >= crate::FULL_FRAME_BYTES as u64 => {}
-            (Some(bytes), None) => {
-                return Err(format!("bottleneck.queue_limit_bytes: {bytes} is below one packet ({} B)", crate::FULL_FRAME_BYTES))
-            }
+            (Some(bytes), None) if bytes >= frame_bytes => {}
+            (Some(bytes), None) => return Err(format!("bottleneck.queue_limit_bytes: {bytes} is below one packet ({frame_bytes} B)")),
             (None, Some(pkts)) if pkts >= 1 => {}
             (None, Some(_)) => return Err("bottleneck.queue_limit_packets: must be >= 1".into()),
             _ => return Err("bottleneck: exactly one of queue_limit_bytes and queue_limit_packets must be set".into()),

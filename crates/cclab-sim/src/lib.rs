@@ -32,12 +32,20 @@ pub use sim::Simulation;
 /// "Simulator model versions".
 pub const MODEL_VERSION: u32 = 23;
 
-/// TCP payload per full segment on a 1500-byte MTU with timestamps.
-pub const MSS_BYTES: u32 = 1448;
-/// Headers on the wire: 12 B timestamps option + 20 B TCP + 20 B IP + 14 B Ethernet.
-pub const FRAME_OVERHEAD_BYTES: u32 = 66;
-/// A full segment's frame as tc tbf counts it.
+/// A host's MTU unless `[host] mtu` sets it (Ethernet's); every frame and segment size
+/// follows from the MTU through `HostConfig::mss_bytes` and `frame_bytes`.
+pub const DEFAULT_MTU_BYTES: u32 = 1500;
+/// Headers inside the MTU on a full segment: 20 B IP + 20 B TCP + 12 B timestamps option.
+pub const TCP_IP_HEADER_BYTES: u32 = 52;
+/// Headers on the wire: the above + the 14 B Ethernet header, which tc tbf counts too.
+pub const FRAME_OVERHEAD_BYTES: u32 = TCP_IP_HEADER_BYTES + cclab_aqm::delivery_trace::ETHERNET_HEADER_BYTES;
+/// TCP payload per full segment at the default MTU, with timestamps.
+pub const MSS_BYTES: u32 = DEFAULT_MTU_BYTES - TCP_IP_HEADER_BYTES;
+/// A full segment's frame at the default MTU, as tc tbf counts it.
 pub const FULL_FRAME_BYTES: u32 = MSS_BYTES + FRAME_OVERHEAD_BYTES;
+/// The MTUs a spec may set (`[host] mtu`): IPv4's minimum datagram every host accepts
+/// (RFC 791) to jumbo frames.
+pub const MTU_RANGE_BYTES: std::ops::RangeInclusive<u32> = 576..=9000;
 
 /// Runs a scenario to completion.
 pub fn run(config: SimConfig) -> Result<SimResult, String> {

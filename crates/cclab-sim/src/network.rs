@@ -1,7 +1,7 @@
 //! The dumbbell's links: constant-delay FIFO pipes and the tbf-like bottleneck
 //! pulling from a `cclab_aqm` queue discipline.
 
-use cclab_aqm::delivery_trace::DeliveryTrace;
+use cclab_aqm::delivery_trace::{self, DeliveryTrace};
 use crate::FRAME_OVERHEAD_BYTES;
 use cclab_aqm::{AnyQdisc, DropReason, Dropped, Ecn, Packet, Qdisc, QueueLimit};
 use crate::stall::BottleneckStalls;
@@ -217,11 +217,12 @@ impl Bottleneck {
 
     /// The bits the link could have carried from `from` to `to` (the denominator of its
     /// utilization): rate x time, piecewise over rate changes, or the trace's opportunities
-    /// as full frames.
+    /// as the frames of 1500-byte packets they carry, whatever the MTU.
     pub fn offered_bits(&self, from: SimTime, to: SimTime) -> f64 {
         if let Some(trace) = &self.trace {
             let opportunities = trace.opportunities_until(to) - trace.opportunities_until(from);
-            return (opportunities * self.mtu_frame_bytes * 8) as f64;
+            let frame_bytes = (delivery_trace::OPPORTUNITY_BYTES + delivery_trace::ETHERNET_HEADER_BYTES) as u64;
+            return (opportunities * frame_bytes * 8) as f64;
         }
         if let [(_, rate)] = self.rate_history[..] {
             return rate.bits_per_sec as f64 * to.saturating_since(from).as_secs_f64();

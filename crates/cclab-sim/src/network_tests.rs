@@ -1,10 +1,10 @@
 use super::*;
 use cclab_aqm::{AqmConfig, Ecn, PacketMeta};
 
-const FRAME: u32 = 1514;
+const FRAME: u32 = crate::FULL_FRAME_BYTES;
 
 fn fifo(rate: Bandwidth, limit: QueueLimit) -> Bottleneck {
-    Bottleneck::new(rate, limit, FRAME as u64, AqmConfig::Fifo.build(limit, rate.bits_per_sec), SimRng::new(1))
+    Bottleneck::new(rate, limit, FRAME as u64, AqmConfig::Fifo.build(limit, rate.bits_per_sec, FRAME), SimRng::new(1))
 }
 
 fn frame(seq: u64) -> Packet<DataPacket> {

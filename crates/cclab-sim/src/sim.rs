@@ -20,12 +20,11 @@ use crate::stall::BottleneckStalls;
 use crate::wake::MachineWake;
 use crate::network::{Bottleneck, DataPacket, Pipe};
 use crate::tcp::rtt::{TsClock, TS_TICK_NS};
-use crate::tcp::receive_window::{ReceiveWindow, IPERF3_COOKIE_BYTES, KERNEL_SEGMENT_TRUESIZE_BYTES};
+use crate::tcp::receive_window::{segment_truesize_bytes, ReceiveWindow, IPERF3_COOKIE_BYTES};
 use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver, READER_IDLE_WAKE_FLOOR_NS, READER_IDLE_WAKE_MEAN_NS};
 use crate::tcp::sender::{TcpSender, Transmission};
 use crate::window::{BottleneckCounters, FlowCounters, Snapshot};
 use cclab_aqm::delivery_trace::DeliveryTrace;
-use crate::{FULL_FRAME_BYTES, MSS_BYTES};
 use cclab_aqm::{DropReason, Packet, PacketMeta, QueueLimit};
 use cclab_cc::rng::SimRng;
 use cclab_cc::{Bandwidth, CongestionControl, SimDuration, SimTime};
@@ -92,8 +91,8 @@ impl Flow {
     pub fn bytes_delivered(&self) -> u64 {
         let segs = self.receiver.segments_delivered;
         match self.sender.total_segments() {
-            Some(total) if segs >= total => (total - 1) * MSS_BYTES as u64 + self.sender.segment_bytes(total - 1) as u64,
-            _ => segs * MSS_BYTES as u64,
+            Some(total) if segs >= total => (total - 1) * self.sender.tcp.mss_bytes as u64 + self.sender.segment_bytes(total - 1) as u64,
+            _ => segs * self.sender.tcp.mss_bytes as u64,
         }
     }
 }
@@ -146,12 +145,12 @@ impl Simulation {
         };
         let mut root_rng = SimRng::new(config.seed);
         let loss_rng = root_rng.fork(0);
-        let qdisc = b.aqm.build(limit, b.rate_bps);
+        let qdisc = b.aqm.build(limit, b.rate_bps, config.host.frame_bytes());
         let half_rtt = SimDuration(b.rtt_ns / 2);
         let mut flows = Vec::with_capacity(config.flows.len());
         for f in &config.flows {
             let cc_seed = root_rng.fork(1 + f.flow_id as u64).next_u64();
-            let mut sender = TcpSender::new(f.flow_id, &f.cc_config()?, MSS_BYTES, f.size_bytes, f.rwnd_bytes, cc_seed);
+            let mut sender = TcpSender::new(f.flow_id, &f.cc_config()?, config.host.mss_bytes(), f.size_bytes, f.rwnd_bytes, cc_seed);
             if config.host.loss_recovery == crate::config::LossRecovery::Classic {
                 sender.use_classic_loss_recovery();
             }
@@ -212,7 +211,7 @@ impl Simulation {
         }
         // Forked after every flow's, so adding the qdisc's stream moved no other.
         let qdisc_rng = root_rng.fork(QDISC_RNG_STREAM);
-        let mut bottleneck = Bottleneck::new(rate, limit, FULL_FRAME_BYTES as u64, qdisc, qdisc_rng);
+        let mut bottleneck = Bottleneck::new(rate, limit, config.host.frame_bytes() as u64, qdisc, qdisc_rng);
         // Forked last, so that jitter moves no other stream.
         let ack_jitter = AckJitter::kernel_like(root_rng.fork(ACK_JITTER_RNG_STREAM), config.jitter_ns);
         // Forked after jitter's, for the same reason; none drawn at 0 (a run without stalls).
@@ -409,7 +408,7 @@ impl Simulation {
                     // sends a request first the same way), so its first receive-buffer
                     // measurement ends with the first read of data.
                     let setup = SimTime((now + self.egress_prop).as_nanos().saturating_sub(flow.syn_rtt.as_nanos()));
-                    let mut window = ReceiveWindow::new(MSS_BYTES as u64, KERNEL_SEGMENT_TRUESIZE_BYTES, setup)
+                    let mut window = ReceiveWindow::new(self.config.host.mss_bytes() as u64, segment_truesize_bytes(self.config.host.mss_bytes() as u64), setup)
                         .with_bytes_read_before_data(IPERF3_COOKIE_BYTES)
                         .with_tcp_rmem_max(self.config.host.tcp_rmem_max_bytes);
                     if let Some(requested) = flow_config.rcvbuf_bytes {

@@ -34,11 +34,23 @@ pub const NET_CORE_RMEM_MAX_BYTES: u64 = 4_194_304;
 /// `SOCK_MIN_RCVBUF` (include/net/sock.h: `TCP_SKB_MIN_TRUESIZE`, 2048 + the aligned
 /// `struct sk_buff`, 256 bytes): the least SO_RCVBUF leaves.
 const SOCK_MIN_RCVBUF_BYTES: u64 = 2_304;
-/// Memory charged for one full-sized segment (`skb->truesize`). Measured on the kernel
-/// engine with the `tcp:tcp_rcvbuf_grow` tracepoint: `scaling_ratio = len * 256 /
+/// Memory charged for one full-sized segment of 1448 bytes (`skb->truesize`). Measured on
+/// the kernel engine with the `tcp:tcp_rcvbuf_grow` tracepoint: `scaling_ratio = len * 256 /
 /// truesize` was 162 on every connection of a traced 2-flow run (and 142 on one
 /// connection of an earlier run, from `ss -tmi`), so 1448 * 256 / 162 = 2288 bytes.
 pub const KERNEL_SEGMENT_TRUESIZE_BYTES: u64 = 2288;
+/// What a segment costs beyond its payload: the kernel engine's senders run with TSO and GSO
+/// off (python/cclab/engines/kernel/topology.py), so each segment is an skb of its own, a head
+/// of fixed size holding the headers with the payload in page frags (`truesize` = head +
+/// `data_len`), and the head's share is the same at any MSS: 2288 - 1448 bytes. Checked at
+/// a 9000-byte MTU: a 512 KiB buffer held CUBIC to 38.2 Mbit/s on the kernel engine, this
+/// model's window 38.3 (tests/kernel/test_kernel_mtu.py).
+const SEGMENT_HEAD_TRUESIZE_BYTES: u64 = KERNEL_SEGMENT_TRUESIZE_BYTES - 1448;
+
+/// `skb->truesize` of one full-sized segment of `mss_bytes` at the receiver.
+pub fn segment_truesize_bytes(mss_bytes: u64) -> u64 {
+    mss_bytes + SEGMENT_HEAD_TRUESIZE_BYTES
+}
 /// `TCP_RMEM_TO_WIN_SCALE`: `scaling_ratio` is a fraction of 256.
 const TCP_RMEM_TO_WIN_SCALE: u32 = 8;
 /// `TCP_DEFAULT_SCALING_RATIO`: 50%, until the first full segment is measured.
