@@ -34,11 +34,11 @@ def test_a_capped_receive_buffer_holds_any_cc_to_the_window_it_allows(cc: str) -
     assert 0.85 * window_mbps < flow.goodput_mbps <= window_mbps
     if cc == "cubic":  # BBR paces at the rate the window lets through: it seldom meets the window itself
         assert flow.rwnd_limited_ms > 0.5 * 8_000  # waiting for the window most of the time
-    assert capped.provenance["host_settings"] == {"tcp_rmem_max_bytes": 512 * 1024, "tcp_wmem_max_bytes": DEFAULT_TCP_WMEM_MAX_BYTES, "access_rate_bps": None, "sender_qdisc": "none", "loss_recovery": "rack"}
+    assert capped.provenance["host_settings"] == {"tcp_rmem_max_bytes": 512 * 1024, "tcp_wmem_max_bytes": DEFAULT_TCP_WMEM_MAX_BYTES, "access_rate_bps": None, "sender_qdisc": "none", "loss_recovery": "rack", "mtu_bytes": 1500}
     # Autotuning up to the default cap reaches the link.
     free = cclab.run(spec(cc=cc), "sim")
     assert free.flows.iloc[0].goodput_mbps > 0.9 * 100 * 1448 / 1514
-    assert free.provenance["host_settings"] == {"tcp_rmem_max_bytes": DEFAULT_TCP_RMEM_MAX_BYTES, "tcp_wmem_max_bytes": DEFAULT_TCP_WMEM_MAX_BYTES, "access_rate_bps": None, "sender_qdisc": "none", "loss_recovery": "rack"}
+    assert free.provenance["host_settings"] == {"tcp_rmem_max_bytes": DEFAULT_TCP_RMEM_MAX_BYTES, "tcp_wmem_max_bytes": DEFAULT_TCP_WMEM_MAX_BYTES, "access_rate_bps": None, "sender_qdisc": "none", "loss_recovery": "rack", "mtu_bytes": 1500}
 
 
 def test_an_untouched_host_keeps_the_config_and_run_key_and_a_setting_changes_them() -> None:

@@ -27,7 +27,7 @@ import pandas as pd
 from cclab.errors import CclabError
 from cclab.executor import RUN_META
 from cclab.results import EVENT_COLUMNS, FLOW_COLUMNS, FLOW_SERIES_COLUMNS, QUEUE_SERIES_COLUMNS
-from cclab.units import FRAME_BYTES, bdp_bytes
+from cclab.units import bdp_bytes, frame_bytes_of
 
 FLOWS_TABLE = "flows.parquet"
 SERIES = {"flow_series": FLOW_SERIES_COLUMNS, "queue_series": QUEUE_SERIES_COLUMNS, "events": EVENT_COLUMNS}
@@ -96,7 +96,7 @@ def flow_rows(run_dir: Path) -> list[dict[str, Any]]:
     if link["queue_limit_bytes"] is not None:
         buffer_bytes = link["queue_limit_bytes"]
     else:
-        buffer_bytes = link["queue_limit_packets"] * FRAME_BYTES
+        buffer_bytes = link["queue_limit_packets"] * frame_bytes_of(config)
     validity = result.get("validity")
     steady = result.get("steady_state") or {}
     output = scenario.get("output") or {}

@@ -22,10 +22,39 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-# One full-sized segment on the wire, as tc tbf and bfifo count it: 1448 B payload
-# + 12 B TCP timestamp option + 20 B TCP + 20 B IP + 14 B Ethernet.
-MSS_BYTES = 1448
-FRAME_BYTES = 1514
+#: A host's MTU unless `[host] mtu` sets it (Ethernet's). Every frame and segment size follows
+#: from the MTU (mss_bytes, frame_bytes); crates/cclab-sim/src/lib.rs has the same.
+DEFAULT_MTU_BYTES = 1500
+#: Headers inside the MTU on a full segment: 20 B IP + 20 B TCP + 12 B timestamps option.
+TCP_IP_HEADER_BYTES = 52
+#: The Ethernet header, outside the MTU; tc tbf and bfifo count it.
+ETHERNET_HEADER_BYTES = 14
+
+
+def mss_bytes(mtu_bytes: int) -> int:
+    """Payload of a full-sized segment at this MTU (with timestamps)."""
+    return mtu_bytes - TCP_IP_HEADER_BYTES
+
+
+def frame_bytes(mtu_bytes: int) -> int:
+    """A full-sized segment on the wire at this MTU, as tc tbf and bfifo count it (and the
+    device's `psched_mtu`)."""
+    return mtu_bytes + ETHERNET_HEADER_BYTES
+
+
+def frame_bytes_of(config: dict) -> int:
+    """A full-sized frame of a resolved engine config's hosts (`host.mtu_bytes`, spec/host.py)."""
+    return frame_bytes(int((config.get("host") or {}).get("mtu_bytes", DEFAULT_MTU_BYTES)))
+
+
+def mss_bytes_of(config: dict) -> int:
+    """A full-sized segment's payload of a resolved engine config's hosts."""
+    return mss_bytes(int((config.get("host") or {}).get("mtu_bytes", DEFAULT_MTU_BYTES)))
+
+
+#: At the default MTU: 1448 B payload, 1514 B frames.
+MSS_BYTES = mss_bytes(DEFAULT_MTU_BYTES)
+FRAME_BYTES = frame_bytes(DEFAULT_MTU_BYTES)
 
 _SIZE_UNITS_BYTES: dict[str, int] = {
     "b": 1,
@@ -62,12 +91,12 @@ class Size:
     amount: float
     unit: SizeUnit
 
-    def bytes_for(self, rate_bps: int, rtt_ns: int) -> int:
-        """Bytes on a link of this rate and base RTT (packets count whole frames)."""
+    def bytes_for(self, rate_bps: int, rtt_ns: int, frame_bytes: int = FRAME_BYTES) -> int:
+        """Bytes on a link of this rate and base RTT (packets count whole frames of `frame_bytes`)."""
         if self.unit == "bytes":
             return round(self.amount)
         if self.unit == "packets":
-            return round(self.amount) * FRAME_BYTES
+            return round(self.amount) * frame_bytes
         return round(self.amount * bdp_bytes(rate_bps, rtt_ns))
 
 

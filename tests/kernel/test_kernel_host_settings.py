@@ -21,7 +21,7 @@ def test_a_capped_receive_buffer_holds_cubic_to_its_window_as_in_the_simulator()
             "output": {"warmup_s": 2}, "host": {"tcp_rmem_max": "512KiB"}}  # fmt: skip
     kernel, sim = kernel_run_spec(spec), cclab.run(spec, "sim")
     assert kernel.provenance["sender_sysctls"]["net.ipv4.tcp_rmem"].split() == ["4096", "131072", str(512 * 1024)]
-    assert kernel.provenance["host_settings"] == {"tcp_rmem_max_bytes": 512 * 1024, "tcp_wmem_max_bytes": DEFAULT_TCP_WMEM_MAX_BYTES, "access_rate_bps": None, "sender_qdisc": "none", "loss_recovery": "rack"}
+    assert kernel.provenance["host_settings"] == {"tcp_rmem_max_bytes": 512 * 1024, "tcp_wmem_max_bytes": DEFAULT_TCP_WMEM_MAX_BYTES, "access_rate_bps": None, "sender_qdisc": "none", "loss_recovery": "rack", "mtu_bytes": 1500}
     assert_sound(kernel.validity)
     window_mbps = 512 * 1024 * PAYLOAD_PER_MEMORY * 8 / 0.100 / 1e6  # 26.5 Mbit/s of a 95.6 ceiling
     goodput = kernel.flows.iloc[0].goodput_mbps

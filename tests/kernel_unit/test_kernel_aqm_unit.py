@@ -15,6 +15,7 @@ from cclab.engines.kernel import aqm, probes
 from cclab.engines.kernel.delayline import bottleneck_args
 from cclab.engines.kernel.errors import KernelEngineError
 from cclab.spec.aqm import AqmParams, resolve_aqm
+from cclab.units import FRAME_BYTES
 
 BOTTLENECK = {"rate_bps": 100_000_000, "rtt_ns": 20_000_000, "queue_limit_bytes": 2_500_000, "queue_limit_packets": None}
 TBF = {
@@ -146,7 +147,7 @@ def test_an_unknown_implementation_name_is_refused() -> None:
 
 
 def test_fq_codel_hangs_under_tbf_with_every_parameter_and_the_buffer_as_its_packet_limit() -> None:
-    args, how = aqm.kernel_qdisc_args("rx", resolved("fq_codel"), BOTTLENECK, 100_000_000)
+    args, how = aqm.kernel_qdisc_args("rx", resolved("fq_codel"), BOTTLENECK, 100_000_000, FRAME_BYTES)
     # 2.5 MB buffer = 1651 full frames, below fq_codel's own limit of 10240.
     assert args == [
         "tc", "qdisc", "add", "dev", "rx", "parent", "1:1", "handle", "10:", "fq_codel",
@@ -158,16 +159,16 @@ def test_fq_codel_hangs_under_tbf_with_every_parameter_and_the_buffer_as_its_pac
 
 def test_codel_keeps_its_own_limit_when_the_buffer_is_larger_and_passes_ce_threshold() -> None:
     params = {**resolved("codel"), "ce_threshold_ns": 1_500_000}
-    args, _ = aqm.kernel_qdisc_args("rx", params, BOTTLENECK, 100_000_000)
+    args, _ = aqm.kernel_qdisc_args("rx", params, BOTTLENECK, 100_000_000, FRAME_BYTES)
     assert args[10:] == ["limit", "1000", "target", "5000us", "interval", "100000us", "noecn", "ce_threshold", "1500us"]
 
 
 def test_pie_and_red_take_their_flags_and_red_its_byte_limit_from_the_buffer() -> None:
-    pie, _ = aqm.kernel_qdisc_args("rx", {**resolved("pie"), "ecn": True}, BOTTLENECK, 100_000_000)
+    pie, _ = aqm.kernel_qdisc_args("rx", {**resolved("pie"), "ecn": True}, BOTTLENECK, 100_000_000, FRAME_BYTES)
     assert pie[10:] == ["limit", "1000", "target", "15000us", "tupdate", "15000us", "alpha", "2", "beta", "20",
                         "ecn", "nobytemode", "no_dq_rate_estimator"]  # fmt: skip
     red_params = {**resolved("red"), "ecn": True, "limit_bytes": 4_000_000}
-    red, how = aqm.kernel_qdisc_args("rx", red_params, BOTTLENECK, 100_000_000)
+    red, how = aqm.kernel_qdisc_args("rx", red_params, BOTTLENECK, 100_000_000, FRAME_BYTES)
     assert red[10:12] == ["limit", "2500000"]
     assert red[red.index("bandwidth") + 1] == "100000000bit"
     assert "ecn" in red and "harddrop" not in red
@@ -175,13 +176,13 @@ def test_pie_and_red_take_their_flags_and_red_its_byte_limit_from_the_buffer() -
 
 
 def test_cake_runs_unshaped_under_tbf_with_the_buffer_as_memlimit() -> None:
-    args, how = aqm.kernel_qdisc_args("rx", resolved("cake"), BOTTLENECK, 100_000_000)
+    args, how = aqm.kernel_qdisc_args("rx", resolved("cake"), BOTTLENECK, 100_000_000, FRAME_BYTES)
     assert args[10:] == ["unlimited", "rtt", "100000us", "triple-isolate", "memlimit", "2500000"]
     assert "truesize" in how
 
 
 def test_dualpi2_takes_every_parameter_in_tcs_words_with_gains_exact_to_tcs_truncation() -> None:
-    args, how = aqm.kernel_qdisc_args("rx", resolved("dualpi2"), BOTTLENECK, 100_000_000)
+    args, how = aqm.kernel_qdisc_args("rx", resolved("dualpi2"), BOTTLENECK, 100_000_000, FRAME_BYTES)
     assert args[10:] == [
         "limit", "1651", "memlimit", "30280000", "target", "15000us", "tupdate", "16000us",
         "alpha", "0.16015625", "beta", "3.19921875", "step_thresh", "1000us", "min_qlen_step", "0",
@@ -190,7 +191,7 @@ def test_dualpi2_takes_every_parameter_in_tcs_words_with_gains_exact_to_tcs_trun
     # q_dualpi2.c sends (uint32_t)(alpha * 256): the kernel's defaults 41 and 819 come back.
     assert int(float(args[args.index("alpha") + 1]) * 256) == 41 and int(float(args[args.index("beta") + 1]) * 256) == 819
     packets = resolve_aqm("dualpi2", AqmParams(step_thresh_packets=5, ecn_mask="any_ect"), buffer_bytes=2_500_000, rate_bps=100_000_000)
-    args, _ = aqm.kernel_qdisc_args("rx", packets, BOTTLENECK, 100_000_000)
+    args, _ = aqm.kernel_qdisc_args("rx", packets, BOTTLENECK, 100_000_000, FRAME_BYTES)
     assert args[args.index("step_thresh") + 1] == "5packets" and args[-1] == "any_ect"
 
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from cclab.engines.kernel import assemble, probes
+from cclab.units import FRAME_BYTES
 
 RTT_NS = 20_000_000  # 1% of it, 200 us, is the lateness limit
 
@@ -76,11 +77,11 @@ def test_a_task_on_a_cpu_all_run_beside_a_bottleneck_that_never_queued_is_the_ho
     assert assemble.busiest_task(saturated) == ("ksoftirqd/1", 0.975)
     assert assemble.busiest_task(saturated)[1] >= assemble.HOST_LIMIT_CPU_FRACTION
     empty_link = {"queue_max_bytes": 1514, "drops": 0, "utilization": 0.82}
-    assert assemble.never_queued(empty_link)
+    assert assemble.never_queued(empty_link, FRAME_BYTES)
     # A link that queued, dropped, or ran full was the limit, however busy the host.
-    assert not assemble.never_queued({**empty_link, "queue_max_bytes": 200_000})
-    assert not assemble.never_queued({**empty_link, "drops": 3})
-    assert not assemble.never_queued({**empty_link, "utilization": 0.99})
+    assert not assemble.never_queued({**empty_link, "queue_max_bytes": 200_000}, FRAME_BYTES)
+    assert not assemble.never_queued({**empty_link, "drops": 3}, FRAME_BYTES)
+    assert not assemble.never_queued({**empty_link, "utilization": 0.99}, FRAME_BYTES)
 
 
 def test_softnet_drops_name_their_cpu_and_what_the_hypervisor_took_of_it() -> None:

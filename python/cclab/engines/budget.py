@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 
 from cclab.errors import CclabError
-from cclab.units import FRAME_BYTES
+from cclab.units import frame_bytes_of
 
 # ---- simulator speed and memory (docs/BENCHMARKS.md, "What a run costs") ---------------------
 # Slowest measured simulator speed is 2.6e6 data packets/s (100 flows behind fq_codel, one
@@ -87,7 +87,8 @@ def estimate(config: dict, engine: str) -> RunEstimate:
     link = config["bottleneck"]
     flows = config["flows"]
     rate_bps = link["rate_bps"]
-    data_packets = int(rate_bps * duration_s / (8 * FRAME_BYTES))
+    frame_bytes = frame_bytes_of(config)
+    data_packets = int(rate_bps * duration_s / (8 * frame_bytes))
 
     flow_rows = len(flows) * int(config["duration_ns"] // config["flow_sample_interval_ns"] + 2)
     queue_rows = int(config["duration_ns"] // config["queue_sample_interval_ns"] + 2)
@@ -98,8 +99,8 @@ def estimate(config: dict, engine: str) -> RunEstimate:
     if link["queue_limit_packets"] is not None:
         queue_frames = link["queue_limit_packets"]
     else:
-        queue_frames = link["queue_limit_bytes"] // FRAME_BYTES
-    window_frames = 2 * rate_bps * longest_rtt_ns / 1e9 / (8 * FRAME_BYTES)
+        queue_frames = link["queue_limit_bytes"] // frame_bytes
+    window_frames = 2 * rate_bps * longest_rtt_ns / 1e9 / (8 * frame_bytes)
     packets_held = int(queue_frames + window_frames) + 10 * len(flows)
     events = int(SIM_EVENTS_PER_PACKET * data_packets) + flow_rows + queue_rows
 

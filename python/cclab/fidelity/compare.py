@@ -19,6 +19,7 @@ import pandas as pd
 from cclab.fidelity.sets import Case, ValidationSet
 from cclab.fidelity.spread import mean_iqr, spread_test
 from cclab.results import RunResult
+from cclab.units import frame_bytes_of
 
 # Acceptance thresholds of issue 6 ("Done when").
 GOODPUT_MEDIAN_MAX_ERROR = 0.05
@@ -249,7 +250,7 @@ def compare_case(case: Case, sims: Sequence[RunResult], kernels: Sequence[RunRes
     first = sims[0]
     limit = float(first.bottleneck.get("queue_limit_bytes") or 0.0)
     if not limit:
-        limit = float(first.bottleneck.get("queue_limit_packets") or 0) * 1514
+        limit = float(first.bottleneck.get("queue_limit_packets") or 0) * frame_bytes_of(first.spec)
     sim_q = _mean([float(run.bottleneck["queue_mean_bytes"]) for run in sims])
     kernel_q = _mean([float(run.bottleneck["queue_mean_bytes"]) for run in kernels])
     sim_rtt = _mean([float(run.flows["rtt_mean_ms"].mean()) for run in sims])

@@ -12,7 +12,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cclab.spec.fields import FieldError
-from cclab.units import parse_bytes
+from cclab.units import FRAME_BYTES, parse_bytes
 
 AqmName = Literal["fifo", "red", "codel", "fq_codel", "pie", "cake", "dualpi2"]
 AQM_NAMES: tuple[str, ...] = ("fifo", "red", "codel", "fq_codel", "pie", "cake", "dualpi2")
@@ -25,11 +25,11 @@ CakeFlowMode = Literal["flowblind", "srchost", "dsthost", "hosts", "flows", "dua
 CODEL_TARGET_MS = 5.0
 CODEL_INTERVAL_MS = 100.0
 CODEL_LIMIT_PACKETS = 1000
-# fq_codel: sch_fq_codel.c fq_codel_init: limit 10240 packets, 1024 flows, quantum = the
-# device MTU + hard header (1514 on Ethernet), ecn on, memory_limit 32 MiB, drop_batch 64.
+# fq_codel: sch_fq_codel.c fq_codel_init: limit 10240 packets, 1024 flows, quantum =
+# psched_mtu(dev), the device MTU + hard header (resolve_aqm's psched_mtu_bytes), ecn on,
+# memory_limit 32 MiB, drop_batch 64.
 FQ_CODEL_LIMIT_PACKETS = 10240
 FQ_CODEL_FLOWS = 1024
-FQ_CODEL_QUANTUM_BYTES = 1514
 FQ_CODEL_MEMORY_LIMIT_BYTES = 32 << 20
 FQ_CODEL_DROP_BATCH = 64
 # PIE: sch_pie.c pie_init / include/net/pie.h pie_params_init: target 15 ms, tupdate 15 ms,
@@ -48,11 +48,10 @@ RED_PROBABILITY = 0.02
 CAKE_RTT_MS = 100.0
 CAKE_FLOW_MODE: CakeFlowMode = "triple-isolate"
 # DualPI2 (RFC 9332): sch_dualpi2.c dualpi2_reset_default: limit 10000 packets, memlimit
-# limit x 2 x psched_mtu (1514), target 15 ms, tupdate 16 ms, alpha 41 and beta 819 in Hz x 256
+# limit x 2 x psched_mtu(dev), target 15 ms, tupdate 16 ms, alpha 41 and beta 819 in Hz x 256
 # (0.16 and 3.2 Hz), step 1 ms, min_qlen_step 0, coupling 2, drop on overload, AQM at dequeue,
 # classic protection 10%, ECT(1) and CE to the L4S queue. Given in Hz, tc truncates x 256.
 DUALPI2_LIMIT_PACKETS = 10000
-DUALPI2_MTU_FRAME_BYTES = 1514
 DUALPI2_TARGET_MS = 15.0
 DUALPI2_TUPDATE_MS = 16.0
 DUALPI2_ALPHA_HZ_X256 = 41
@@ -194,10 +193,13 @@ def _ns(ms: float) -> int:
     return round(ms * 1e6)
 
 
-def resolve_aqm(aqm: str, params: AqmParams | None, *, buffer_bytes: int, rate_bps: int) -> dict[str, Any]:
+def resolve_aqm(
+    aqm: str, params: AqmParams | None, *, buffer_bytes: int, rate_bps: int, psched_mtu_bytes: int = FRAME_BYTES
+) -> dict[str, Any]:
     """`bottleneck.aqm` of the resolved config: the kind and every parameter, tc's defaults filled in.
 
-    `buffer_bytes` is the scenario's hard limit in bytes (RED's tc `limit`)."""
+    `buffer_bytes` is the scenario's hard limit in bytes (RED's tc `limit`); `psched_mtu_bytes`
+    the bottleneck device's MTU with its Ethernet header (fq_codel's quantum, DualPI2's memory)."""
     p = params or AqmParams()
 
     def pick(name: str, default: Any) -> Any:
@@ -222,7 +224,7 @@ def resolve_aqm(aqm: str, params: AqmParams | None, *, buffer_bytes: int, rate_b
             "interval_ns": _ns(pick("interval_ms", CODEL_INTERVAL_MS)),
             "limit_packets": pick("limit", FQ_CODEL_LIMIT_PACKETS),
             "flows": pick("flows", FQ_CODEL_FLOWS),
-            "quantum_bytes": pick("quantum", FQ_CODEL_QUANTUM_BYTES),
+            "quantum_bytes": pick("quantum", psched_mtu_bytes),
             "ecn": pick("ecn", True),
             "ce_threshold_ns": None if p.ce_threshold_ms is None else _ns(p.ce_threshold_ms),
             "memory_limit_bytes": parse_bytes(p.memory_limit) if p.memory_limit else FQ_CODEL_MEMORY_LIMIT_BYTES,
@@ -243,7 +245,7 @@ def resolve_aqm(aqm: str, params: AqmParams | None, *, buffer_bytes: int, rate_b
     if aqm == "red":
         return _resolve_red(p, buffer_bytes=buffer_bytes, rate_bps=rate_bps)
     if aqm == "dualpi2":
-        return _resolve_dualpi2(p)
+        return _resolve_dualpi2(p, psched_mtu_bytes)
     if aqm == "cake":
         rtt_ms = pick("rtt_ms", CAKE_RTT_MS)
         return {
@@ -258,14 +260,14 @@ def resolve_aqm(aqm: str, params: AqmParams | None, *, buffer_bytes: int, rate_b
     raise AssertionError(f"unknown aqm {aqm!r}")  # the Literal type stops this earlier
 
 
-def _resolve_dualpi2(p: AqmParams) -> dict[str, Any]:
+def _resolve_dualpi2(p: AqmParams, psched_mtu_bytes: int) -> dict[str, Any]:
     limit = p.limit if p.limit is not None else DUALPI2_LIMIT_PACKETS
     step_packets = p.step_thresh_packets
     return {
         "kind": "dualpi2",
         "limit_packets": limit,
         # dualpi2_change: setting the limit recomputes the memory limit from it.
-        "memory_limit_bytes": parse_bytes(p.memory_limit) if p.memory_limit else limit * 2 * DUALPI2_MTU_FRAME_BYTES,
+        "memory_limit_bytes": parse_bytes(p.memory_limit) if p.memory_limit else limit * 2 * psched_mtu_bytes,
         "target_ns": _ns(p.target_ms if p.target_ms is not None else DUALPI2_TARGET_MS),
         "tupdate_ns": _ns(p.tupdate_ms if p.tupdate_ms is not None else DUALPI2_TUPDATE_MS),
         "alpha": int(p.alpha_hz * 256) if p.alpha_hz is not None else DUALPI2_ALPHA_HZ_X256,

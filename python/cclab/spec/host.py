@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from cclab.units import parse_bytes
+from cclab.units import DEFAULT_MTU_BYTES, frame_bytes, mss_bytes, parse_bytes
 
 #: `net.ipv4.tcp_rmem[1]` in the kernel engine's namespaces (engines/kernel/topology.py sets it
 #: from here; crates/cclab-sim/src/tcp/receive_window.rs has the same): the buffer a socket
@@ -30,6 +30,9 @@ DEFAULT_TCP_WMEM_MAX_BYTES = 512 * 1024 * 1024
 DEFAULT_LOSS_RECOVERY = "rack"
 #: The senders' egress qdisc: none (a veth's noqueue; TCP paces only the CCs that ask for it).
 DEFAULT_SENDER_QDISC = "none"
+#: `[host] mtu`: IPv4's minimum datagram every host accepts (RFC 791) to jumbo frames
+#: (crates/cclab-sim/src/lib.rs MTU_RANGE_BYTES).
+MIN_MTU_BYTES, MAX_MTU_BYTES = 576, 9000
 
 
 def _check_tcp_rmem_max(text: str) -> str:
@@ -103,6 +106,14 @@ class Host(BaseModel):
         'flow at its pacing rate, as BBR\'s FAQ recommends) or "pfifo_fast" (a FIFO of 1000 packets)',
     )
 
+    mtu: int = Field(
+        default=DEFAULT_MTU_BYTES,
+        ge=MIN_MTU_BYTES,
+        le=MAX_MTU_BYTES,
+        description="every device's MTU in bytes (IP packet; 1500 is Ethernet's, 9000 jumbo frames): segments of "
+        "mtu - 52 bytes, frames of mtu + 14 on the wire, `pkt` buffers counted in such frames",
+    )
+
     loss_recovery: Literal["rack", "classic"] = Field(
         default="rack",
         description='net.ipv4.tcp_recovery: "rack" (RACK-TLP, 1, Linux\'s default) or "classic" (0: the duplicate-ACK '
@@ -122,7 +133,17 @@ class Host(BaseModel):
             resolved["sender_qdisc"] = self.sender_qdisc
         if self.loss_recovery != DEFAULT_LOSS_RECOVERY:
             resolved["loss_recovery"] = self.loss_recovery
+        if self.mtu != DEFAULT_MTU_BYTES:
+            resolved["mtu_bytes"] = self.mtu
         return resolved
+
+    @property
+    def mss_bytes(self) -> int:
+        return mss_bytes(self.mtu)
+
+    @property
+    def frame_bytes(self) -> int:
+        return frame_bytes(self.mtu)
 
     @property
     def access_rate_bps(self) -> int | None:
@@ -138,4 +159,5 @@ def effective(host: dict[str, Any] | None) -> dict[str, Any]:
         "access_rate_bps": host.get("access_rate_bps"),
         "sender_qdisc": str(host.get("sender_qdisc", DEFAULT_SENDER_QDISC)),
         "loss_recovery": str(host.get("loss_recovery", DEFAULT_LOSS_RECOVERY)),
+        "mtu_bytes": int(host.get("mtu_bytes", DEFAULT_MTU_BYTES)),
     }

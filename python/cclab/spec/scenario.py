@@ -24,7 +24,7 @@ from cclab.spec.bpf_source import load as load_bpf_source
 from cclab.spec.fields import FieldError
 from cclab.spec.host import AUTOTUNE, Host, SocketBuffer, socket_buffer_bytes
 from cclab.spec.link import LinkChange, mean_rate_bps, read_trace_ms
-from cclab.units import FRAME_BYTES, MSS_BYTES, parse_bytes, parse_size
+from cclab.units import parse_bytes, parse_size
 
 # BBRv1's gain in the first phase of its PROBE_BW cycle: Linux tcp_bbr.c, bbr_pacing_gain[0]
 # = BBR_UNIT * 5 / 4.
@@ -93,10 +93,6 @@ def _check_bytes(text: str) -> str:
     return text
 
 
-def _check_rwnd(text: str) -> str:
-    if parse_bytes(text) < MSS_BYTES:
-        raise ValueError(f"must hold at least one segment ({MSS_BYTES} B) (got {_show(text)})")
-    return text
 
 
 def _check_ecn(value: Any) -> Any:
@@ -109,7 +105,6 @@ def _check_ecn(value: Any) -> Any:
 EcnMode = Annotated[bool | Literal["accecn"], BeforeValidator(_check_ecn)]
 SizeText = Annotated[str, AfterValidator(_check_size)]
 BytesText = Annotated[str, AfterValidator(_check_bytes)]
-RwndText = Annotated[str, AfterValidator(_check_rwnd)]
 
 
 class _Strict(BaseModel):
@@ -167,7 +162,7 @@ class Bottleneck(_Strict):
         return round(self.rtt_ms * 1e6)
 
     @model_validator(mode="after")
-    def _buffer_holds_a_packet(self) -> Self:
+    def _rate_and_rtt_in_range(self) -> Self:
         # Engines count in whole bits per second and nanoseconds.
         if self.rate_bps < 1:
             raise FieldError(("rate_mbps",), f"must be at least 1 bit/s (got {self.rate_mbps!r})")
@@ -177,25 +172,24 @@ class Bottleneck(_Strict):
             raise FieldError(("rtt_ms",), f"must be at least {MIN_RTT_MS:g} (1 us, one switch hop) (got {self.rtt_ms!r})")
         if self.rtt_ms > MAX_RTT_MS:
             raise FieldError(("rtt_ms",), f"must be <= {MAX_RTT_MS:g} (60 s, half of TCP's longest timeout) (got {self.rtt_ms!r})")
-        size = parse_size(self.buffer)
-        limit_bytes = size.bytes_for(self.rate_bps, self.rtt_ns)
-        if limit_bytes < FRAME_BYTES:
-            raise FieldError(
-                ("buffer",),
-                f"must hold at least one packet ({FRAME_BYTES} B) (got {_show(self.buffer)} = {limit_bytes} B)",
-            )
         check_params_apply(self.aqm, self.aqm_params)
-        # Resolving checks the parameters that depend on each other and on the buffer (RED's min < max).
-        resolve_aqm(self.aqm, self.aqm_params, buffer_bytes=self.buffer_bytes, rate_bps=self.rate_bps)
         return self
 
-    @property
-    def buffer_bytes(self) -> int:
-        """The buffer in bytes (a packet-counted buffer as whole frames)."""
-        size = parse_size(self.buffer)
-        if size.unit == "packets":
-            return round(size.amount) * FRAME_BYTES
-        return size.bytes_for(self.rate_bps, self.rtt_ns)
+    def check_fits(self, frame_bytes: int) -> None:
+        """Raises FieldError unless the buffer holds a frame of the hosts' MTU and the AQM's
+        parameters agree with each other and with the buffer (RED's min < max <= buffer)."""
+        limit_bytes = self.buffer_bytes(frame_bytes)
+        if limit_bytes < frame_bytes:
+            raise FieldError(("buffer",), f"must hold at least one packet ({frame_bytes} B) (got {_show(self.buffer)} = {limit_bytes} B)")
+        self.resolve_aqm(frame_bytes)
+
+    def buffer_bytes(self, frame_bytes: int) -> int:
+        """The buffer in bytes (a packet-counted buffer as whole frames of `frame_bytes`)."""
+        return parse_size(self.buffer).bytes_for(self.rate_bps, self.rtt_ns, frame_bytes)
+
+    def resolve_aqm(self, frame_bytes: int) -> dict[str, Any]:
+        """The config's `aqm` for a bottleneck device whose frames are `frame_bytes` (its psched_mtu)."""
+        return resolve_aqm(self.aqm, self.aqm_params, buffer_bytes=self.buffer_bytes(frame_bytes), rate_bps=self.rate_bps, psched_mtu_bytes=frame_bytes)
 
 
 class Flow(_Strict):
@@ -206,7 +200,7 @@ class Flow(_Strict):
     start_s: float = Field(default=0.0, ge=0)
     size: BytesText | None = Field(default=None, description="finite flow; otherwise runs for duration_s")
     extra_rtt_ms: float = Field(default=0.0, ge=0)
-    rwnd: RwndText | None = Field(default=None, description="receive window; default unlimited")
+    rwnd: BytesText | None = Field(default=None, description="receive window (at least one segment); default unlimited")
     sndbuf: SocketBuffer = Field(
         default=AUTOTUNE,
         description='the sender\'s SO_SNDBUF as iperf3 -w sets it (Linux doubles it and stops autotuning), or "autotune"',
@@ -341,6 +335,14 @@ class Scenario(_Strict):
                 ("output", "warmup_s"),
                 f"must be < duration_s ({self.duration_s:g}) (got {self.output.warmup_s:g})",
             )
+        frame_bytes = self.host.frame_bytes
+        try:
+            self.bottleneck.check_fits(frame_bytes)
+        except FieldError as error:
+            raise FieldError(("bottleneck", *error.loc), str(error)) from None
+        for index, flow in enumerate(self.flows):
+            if flow.rwnd is not None and parse_bytes(flow.rwnd) < self.host.mss_bytes:
+                raise FieldError(("flows", index, "rwnd"), f"must hold at least one segment ({self.host.mss_bytes} B) (got {_show(flow.rwnd)})")
         access_bps = self.host.access_rate_bps
         top_bps = max([self.bottleneck.rate_bps, *(round(c.rate_mbps * 1e6) for c in self.bottleneck.schedule if c.rate_mbps is not None)])
         if access_bps is not None and access_bps < top_bps:
@@ -398,10 +400,10 @@ class Scenario(_Strict):
         bottleneck: dict[str, Any] = {
             "rate_bps": link.rate_bps,
             "rtt_ns": link.rtt_ns,
-            "queue_limit_bytes": None if size.unit == "packets" else size.bytes_for(link.rate_bps, link.rtt_ns),
+            "queue_limit_bytes": None if size.unit == "packets" else link.buffer_bytes(self.host.frame_bytes),
             "queue_limit_packets": round(size.amount) if size.unit == "packets" else None,
             "loss_probability": link.loss,
-            "aqm": resolve_aqm(link.aqm, link.aqm_params, buffer_bytes=link.buffer_bytes, rate_bps=link.rate_bps),
+            "aqm": link.resolve_aqm(self.host.frame_bytes),
         }
         # Only when used, so that a fixed link's config (and its sweep run key) is unchanged.
         if link.schedule:

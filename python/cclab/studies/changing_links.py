@@ -22,6 +22,7 @@ import pandas as pd  # noqa: E402
 from cclab.analysis import timeseries  # noqa: E402
 from cclab.spec.link import OPPORTUNITY_BYTES, constant_rate_trace_ms, mean_rate_bps, write_trace  # noqa: E402
 from cclab.studies._manyflows import invalid_note, md_table, run_grid  # noqa: E402
+from cclab.units import FRAME_BYTES, MSS_BYTES
 
 NAME = "changing-links"
 DESCRIPTION = "BBRv1, BBRv3 and CUBIC on links that change: a 5x rate dip for 10 s, a stepped and a cellular-like trace"
@@ -30,7 +31,7 @@ CCS = ("cubic", "bbr", "bbr3")
 RATE_MBPS, DIP_MBPS, RTT_MS = 50, 10, 40
 #: A flow has recovered once a 100 ms sample reaches this share of the restored rate's goodput ceiling.
 RECOVERED_SHARE = 0.9
-GOODPUT_PER_FRAME = 1448 / 1514
+GOODPUT_PER_FRAME = MSS_BYTES / FRAME_BYTES
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ def _trace_figure(label: str, path: Path, runs: dict, stem: Path) -> None:
     period_ms = int(times_ms[-1])
     repeats = int(np.ceil(duration_s * 1000 / period_ms))
     all_ms = np.concatenate([times_ms + k * period_ms for k in range(repeats)])
-    capacity_mbps = np.histogram(all_ms / 1000, bins=bins)[0] * 1448 * 8 / 0.1 / 1e6
+    capacity_mbps = np.histogram(all_ms / 1000, bins=bins)[0] * MSS_BYTES * 8 / 0.1 / 1e6
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.fill_between(bins[1:], capacity_mbps, step="pre", color="#dddddd", label="trace capacity (goodput, 100 ms)")
     for cc, result in runs.items():

@@ -20,6 +20,7 @@ import pandas as pd
 from cclab.analysis.timeseries import cc_label
 from cclab.studies._common import fmt, markdown_table, progress, run_facts, save, verdict
 from cclab.studies._manyflows import run_grid
+from cclab.units import FRAME_BYTES, MSS_BYTES
 
 NAME = "settings"
 DESCRIPTION = "one host setting at a time (socket buffers, RACK, the senders' NIC and qdisc) at the seeds' headline cells, for BBRv1, BBRv3 and CUBIC"
@@ -29,7 +30,7 @@ DURATION_S = 60.0
 QUICK_DURATION_S = 10.0
 WARMUP_S = 2.0
 #: The goodput a full frame's payload allows: rate x 1448/1514.
-PAYLOAD_SHARE = 1448 / 1514
+PAYLOAD_SHARE = MSS_BYTES / FRAME_BYTES
 #: Cao et al.'s CUBIC at 500 Mbit/s, 200 ms, 100 KB (their Table/Figure of the headline cell).
 PAPER_CUBIC_HEADLINE_MBPS = 179.6
 #: Datta & Fund: BBR's utilization at 1 Gbit/s x 200 ms under iperf3's default socket buffer

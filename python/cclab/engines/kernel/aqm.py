@@ -26,6 +26,7 @@ from functools import lru_cache
 
 from cclab.engines.kernel import switches
 from cclab.engines.kernel.errors import KernelEngineError, KernelPreflightError
+from cclab.engines.kernel.shaping import queue_limit_bytes
 
 CONFIG_KEY = "aqm_implementation"
 ENV = "CCLAB_AQM"
@@ -36,8 +37,6 @@ KINDS = ("codel", "fq_codel", "pie", "red", "cake", "dualpi2")
 #: The AQM qdisc's handle, and tbf's class it hangs from (tbf has one class, 1:1).
 CHILD_HANDLE = "10:"
 TBF_CLASS = "1:1"
-#: A full frame as tbf counts it (shaping.FRAME_BYTES).
-FRAME_BYTES = 1514
 #: NFQUEUE queue number of the userspace bottleneck (the delay line's queues are 0..n-1).
 USERSPACE_QUEUE = 1000
 #: Fastest link the userspace bottleneck emulates faithfully on 2 cores, measured (CUBIC,
@@ -196,17 +195,11 @@ def wait_userspace_queue_empty(router_ns: str, timeout_s: float) -> None:
 # --- the kernel path: tc arguments and counters ---------------------------------------------
 
 
-def buffer_packets(bottleneck: Mapping) -> int:
+def buffer_packets(bottleneck: Mapping, frame_bytes: int) -> int:
     """The scenario's buffer in full frames (for qdiscs whose only limit counts packets)."""
     if bottleneck.get("queue_limit_packets") is not None:
         return int(bottleneck["queue_limit_packets"])
-    return max(1, int(bottleneck["queue_limit_bytes"]) // FRAME_BYTES)
-
-
-def buffer_bytes(bottleneck: Mapping) -> int:
-    if bottleneck.get("queue_limit_bytes") is not None:
-        return int(bottleneck["queue_limit_bytes"])
-    return int(bottleneck["queue_limit_packets"]) * FRAME_BYTES
+    return max(1, int(bottleneck["queue_limit_bytes"]) // frame_bytes)
 
 
 def _us(ns: int) -> str:
@@ -218,11 +211,13 @@ def _ecn(on: bool) -> str:
     return "ecn" if on else "noecn"
 
 
-def kernel_qdisc_args(ifname: str, aqm: Mapping, bottleneck: Mapping, rate_bps: int) -> tuple[list[str], str]:
-    """(tc command adding the AQM under tbf, how the scenario's buffer was applied)."""
+def kernel_qdisc_args(ifname: str, aqm: Mapping, bottleneck: Mapping, rate_bps: int, frame_bytes: int) -> tuple[list[str], str]:
+    """(tc command adding the AQM under tbf, how the scenario's buffer was applied); `frame_bytes`:
+    a full frame on the device (its MTU + 14), in which a packet-counted limit is reckoned."""
     kind = aqm["kind"]
     head = ["tc", "qdisc", "add", "dev", ifname, "parent", TBF_CLASS, "handle", CHILD_HANDLE, kind]
-    pkts = buffer_packets(bottleneck)
+    pkts = buffer_packets(bottleneck, frame_bytes)
+    buffer_bytes = queue_limit_bytes(dict(bottleneck), frame_bytes)
     if kind in ("codel", "fq_codel", "pie"):
         limit = min(int(aqm["limit_packets"]), pkts)
         how = f"limit = min(limit_packets {aqm['limit_packets']}, buffer {pkts} full frames) packets: {kind} has no byte limit"
@@ -247,7 +242,7 @@ def kernel_qdisc_args(ifname: str, aqm: Mapping, bottleneck: Mapping, rate_bps: 
             "dq_rate_estimator" if aqm["dq_rate_estimator"] else "no_dq_rate_estimator",
         ]  # fmt: skip
     elif kind == "red":
-        limit_bytes = min(int(aqm["limit_bytes"]), buffer_bytes(bottleneck))
+        limit_bytes = min(int(aqm["limit_bytes"]), buffer_bytes)
         args = [
             "limit", str(limit_bytes), "min", str(aqm["min_bytes"]), "max", str(aqm["max_bytes"]),
             "avpkt", str(aqm["avpkt_bytes"]), "burst", str(aqm["burst_packets"]),
@@ -256,11 +251,11 @@ def kernel_qdisc_args(ifname: str, aqm: Mapping, bottleneck: Mapping, rate_bps: 
             "bandwidth", f"{int(aqm.get('bandwidth_bps') or rate_bps)}bit",
         ]  # fmt: skip
         args += [flag for flag in ("ecn", "harddrop", "adaptive") if aqm.get(flag)]
-        how = f"limit = min(limit_bytes {aqm['limit_bytes']}, buffer {buffer_bytes(bottleneck)}) bytes"
+        how = f"limit = min(limit_bytes {aqm['limit_bytes']}, buffer {buffer_bytes}) bytes"
     elif kind == "cake":
         # tbf shapes; cake runs unshaped beneath it. cake takes no target (it derives it from rtt).
         args = ["unlimited", "rtt", _us(aqm["rtt_ns"]), aqm["flow_mode"]]
-        memlimit = buffer_bytes(bottleneck)
+        memlimit = buffer_bytes
         if aqm.get("memory_limit_bytes") is not None:
             memlimit = min(memlimit, int(aqm["memory_limit_bytes"]))
         args += ["memlimit", str(memlimit)]

@@ -9,7 +9,8 @@ import numpy as np
 from cclab.engines.kernel import netem, topology, window
 from cclab.engines.kernel.link_changes import offered_bits
 from cclab.engines.kernel.sampler import Sampler
-from cclab.engines.kernel.shaping import FRAME_BYTES, HEADERS_BYTES
+from cclab.engines.kernel.shaping import HEADERS_BYTES
+from cclab.units import FRAME_BYTES
 from cclab.engines.kernel.traffic import ClientReport, FlowPlan
 
 #: Validity thresholds (shared/kernel-testbed-notes.md, "Check every run for validity").
@@ -48,6 +49,8 @@ class Measured:
     wall_s: float
     queue_limit_bytes: int | None
     queue_limit_packets: int | None
+    #: A full frame on the path's devices (`[host] mtu` + 14).
+    frame_bytes: int = FRAME_BYTES
     #: netem.NETEM or netem.DELAY_LINE; with netem, its qdiscs and their final counters.
     delay_mechanism: str = netem.DELAY_LINE
     netem_qdiscs: list = field(default_factory=list)
@@ -486,7 +489,7 @@ def validity(m: Measured, flows: list[dict], bn: dict, qs: dict | None = None) -
             f"{waited[1]:.0%} of the run for a CPU"
         )
     busiest = busiest_task(m)
-    if busiest is not None and busiest[1] >= HOST_LIMIT_CPU_FRACTION and never_queued(bn):
+    if busiest is not None and busiest[1] >= HOST_LIMIT_CPU_FRACTION and never_queued(bn, m.frame_bytes):
         reasons.append(
             f"the host limited the run: its {busiest[0]} ran {busiest[1]:.0%} of the run on a CPU while the bottleneck "
             f"never queued or dropped (utilization {bn['utilization']:.0%})"
@@ -508,16 +511,16 @@ def validity(m: Measured, flows: list[dict], bn: dict, qs: dict | None = None) -
 #: A task of the run on a CPU this share of the run may be what limited it (issue 37: one flow at
 #: 1 Gbit/s x 200 ms delivered 820 Mbit/s with the queue empty and nothing lost).
 HOST_LIMIT_CPU_FRACTION = 0.95
-#: "Never queued": the bottleneck's largest backlog stayed under two frames, with no drop, and the
-#: link ran below this share of its rate (a flow the link limited would have queued).
-NEVER_QUEUED_MAX_BYTES = 2 * FRAME_BYTES
+#: "Never queued": the bottleneck's largest backlog stayed under this many full frames, with no
+#: drop, and the link ran below this share of its rate (a flow the link limited would have queued).
+NEVER_QUEUED_MAX_FRAMES = 2
 NEVER_QUEUED_UTILIZATION = 0.95
 
 
-def never_queued(bn: dict) -> bool:
+def never_queued(bn: dict, frame_bytes: int) -> bool:
     """The bottleneck never held a queue nor dropped, and the link was not full."""
     return (
-        (bn.get("queue_max_bytes") or 0) < NEVER_QUEUED_MAX_BYTES
+        (bn.get("queue_max_bytes") or 0) < NEVER_QUEUED_MAX_FRAMES * frame_bytes
         and (bn.get("drops") or 0) == 0
         and (bn.get("utilization") or 0.0) < NEVER_QUEUED_UTILIZATION
     )

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from cclab.engines.kernel.errors import KernelEngineError
+from cclab.units import frame_bytes_of
 
 #: The delay line owns CPU0; veth receive work is steered to the other CPUs (RPS).
 DELAY_LINE_CPU = 0
@@ -49,7 +50,8 @@ def queues_for(delays_ns: list[int]) -> tuple[list[int], dict[int, int]]:
 
 def bottleneck_args(queue: int, config: dict, burst_bytes: int) -> list[str]:
     """Arguments of the delay line's userspace bottleneck (crates/cclab-delayline/src/bottleneck.rs):
-    the rate and tbf's burst, the scenario's buffer as its hard limit, and the resolved AQM."""
+    the rate and tbf's burst, the scenario's buffer as its hard limit, the resolved AQM and the
+    device's psched_mtu (the hosts' MTU + 14)."""
     b = config["bottleneck"]
     if b.get("queue_limit_bytes") is not None:
         limit = ["--limit-bytes", str(int(b["queue_limit_bytes"]))]
@@ -59,6 +61,7 @@ def bottleneck_args(queue: int, config: dict, burst_bytes: int) -> list[str]:
         "--bottleneck", str(queue), "--rate-bps", str(int(b["rate_bps"])), "--burst-bytes", str(burst_bytes),
         *limit, "--aqm-json", json.dumps(b.get("aqm") or {"kind": "fifo"}), "--seed", str(int(config.get("seed", 1))),
         "--series-interval-ns", str(int(config.get("queue_sample_interval_ns", 1_000_000))),
+        "--psched-mtu-bytes", str(frame_bytes_of(config)),
     ]  # fmt: skip
 
 

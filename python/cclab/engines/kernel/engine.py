@@ -199,22 +199,22 @@ def _run(  # noqa: PLR0915
     use_netem = choice.mechanism == netem.NETEM
     userspace = aqm_choice.userspace
     ecn_of_flow = [bool(f.get("ecn")) for f in flows]
-    topo = topology.build(namespaces, len(flows))
+    host = effective(config.get("host"))
+    topo = topology.build(namespaces, len(flows), host["mtu_bytes"])
     # The delay line and the userspace bottleneck both own CPU0: steer receive work off it.
     topology.configure_hosts(topo, steer=not use_netem or userspace, host=config.get("host"))
     topology.configure_ecn(topo, ecn_of_flow, [bool(f.get("accecn")) for f in flows])
-    host = effective(config.get("host"))
     if host["access_rate_bps"] is not None:
         shaping.install_access_links(topo, host["access_rate_bps"])
     if host["sender_qdisc"] != "none":
         shaping.install_sender_qdiscs(topo, host["sender_qdisc"], under_access_link=host["access_rate_bps"] is not None)
-    limit_bytes = shaping.queue_limit_bytes(b)
+    limit_bytes = shaping.queue_limit_bytes(b, topo.frame_bytes)
     tbf_rate_bps = rate_bps * aqm.PASSTHROUGH_RATE_FACTOR if userspace else rate_bps
     shaping.install_tbf(topo, tbf_rate_bps, limit_bytes)
     aqm_cfg = aqm.aqm_of(config)
     kernel_aqm_args, hard_limit = None, None
     if not userspace and aqm_cfg["kind"] != aqm.FIFO:
-        kernel_aqm_args, hard_limit = aqm.kernel_qdisc_args(topology.ROUTER_BOTTLENECK_IFNAME, aqm_cfg, b, rate_bps)
+        kernel_aqm_args, hard_limit = aqm.kernel_qdisc_args(topology.ROUTER_BOTTLENECK_IFNAME, aqm_cfg, b, rate_bps, topo.frame_bytes)
         try:
             ns_run(topo.router, *kernel_aqm_args)
         except RuntimeError as error:
@@ -227,7 +227,7 @@ def _run(  # noqa: PLR0915
     netem_qdiscs: list[netem.NetemQdisc] = []
     delay_of_queue: dict[int, int] = {}
     queue_of_flow: list[int] = []
-    extra_args = bottleneck_args(aqm.USERSPACE_QUEUE, config, shaping.tbf_burst_bytes(rate_bps)) if userspace else []
+    extra_args = bottleneck_args(aqm.USERSPACE_QUEUE, config, shaping.tbf_burst_bytes(rate_bps, topo.frame_bytes)) if userspace else []
     if link_changes.has_changes(config):
         extra_args += ["--schedule-file", str(workdir / "schedule.json")]
     if use_netem:
@@ -385,7 +385,7 @@ def _run(  # noqa: PLR0915
         delay_line_died=died, softnet_growth=softnet_growth, softnet_growth_per_cpu=softnet_per_cpu,
         steal_fraction_per_cpu=steal_per_cpu, rate_bps=rate_bps, rtt_ns=rtt_ns,
         duration_s=duration_ns / 1e9, wall_s=time.monotonic() - wall0,
-        queue_limit_bytes=b.get("queue_limit_bytes"), queue_limit_packets=b.get("queue_limit_packets"),
+        queue_limit_bytes=b.get("queue_limit_bytes"), queue_limit_packets=b.get("queue_limit_packets"), frame_bytes=topo.frame_bytes,
         delay_mechanism=choice.mechanism, netem_qdiscs=netem_qdiscs, netem_stats=netem_stats,
         syn_s=syn_s, received=received, cut_at_end=cut_at_end, sender_retrans=sender_retrans,
         receiver_cpu_s=receiver_cpu_s, aqm_kind=aqm_cfg["kind"], aqm_userspace=userspace,

@@ -24,8 +24,12 @@ from pathlib import Path
 
 from cclab.engines.kernel import netem, shaping
 from cclab.engines.kernel.netns import iproute_in, ns_run
-from cclab.engines.kernel.shaping import FRAME_BYTES
 from cclab.engines.kernel.topology import Topology
+from cclab.units import DEFAULT_MTU_BYTES, frame_bytes, frame_bytes_of
+
+#: What a trace's delivery opportunity carries: a 1500-byte packet, whatever the hosts' MTU
+#: (crates/cclab-aqm/src/delivery_trace.rs OPPORTUNITY_BYTES), as a frame.
+TRACE_OPPORTUNITY_FRAME_BYTES = frame_bytes(DEFAULT_MTU_BYTES)
 
 
 def has_changes(config: dict) -> bool:
@@ -53,7 +57,7 @@ def offered_bits(link: dict, from_s: float, to_s: float) -> float:
             # opportunities up to `within_s`: a queue series asks this once per sample.
             return int(cycles) * len(trace) + bisect.bisect_right(trace, within_s * 1e3)
 
-        return (until(to_s) - until(from_s)) * FRAME_BYTES * 8.0
+        return (until(to_s) - until(from_s)) * TRACE_OPPORTUNITY_FRAME_BYTES * 8.0
     points = [(0.0, float(link["rate_bps"]))]
     points += [(c["at_ns"] / 1e9, float(c["rate_bps"])) for c in link.get("schedule") or [] if c.get("rate_bps") is not None]
     bits = 0.0
@@ -118,7 +122,7 @@ class LinkChanger:
         for c in link.get("schedule") or []:
             entry: dict = {"at_ns": t0_realtime_ns + int(c["at_ns"])}
             if c.get("rate_bps") is not None and self.userspace:
-                entry["rate"] = {"rate_bps": int(c["rate_bps"]), "burst_bytes": shaping.tbf_burst_bytes(int(c["rate_bps"]))}
+                entry["rate"] = {"rate_bps": int(c["rate_bps"]), "burst_bytes": shaping.tbf_burst_bytes(int(c["rate_bps"]), frame_bytes_of(self.config))}
             if c.get("rtt_ns") is not None and not self.netem_qdiscs:
                 delays = {self.queue_of_flow[i]: int(c["rtt_ns"]) + extras[i] for i in range(len(extras))}
                 entry["delays"] = sorted(delays.items())
@@ -153,7 +157,7 @@ class LinkChanger:
             # Each part is applied when its command returned (what the path saw), and recorded
             # apart: replacing the iptables rules takes tens of ms, tc a few.
             if change.get("rate_bps") is not None and not self.userspace:
-                set_tbf_rate(self.topo, int(change["rate_bps"]), shaping.queue_limit_bytes(self.config["bottleneck"]))
+                set_tbf_rate(self.topo, int(change["rate_bps"]), shaping.queue_limit_bytes(self.config["bottleneck"], self.topo.frame_bytes))
                 self.applied.append((at_s, time.monotonic() - t0, "tc tbf"))
             if change.get("rtt_ns") is not None and self.netem_qdiscs:
                 extras = [int(f.get("extra_rtt_ns") or 0) for f in self.config["flows"]]
@@ -169,7 +173,7 @@ def set_tbf_rate(topo: Topology, rate_bps: int, limit_bytes: int) -> None:
     """`tc qdisc change ... tbf rate`: tbf_change refills the bucket, sized for the new rate."""
     with iproute_in(topo.router) as ipr:
         ipr.tc("change", "tbf", topo.bottleneck_ifindex, handle="1:", rate=f"{rate_bps}bit",
-               burst=shaping.tbf_burst_bytes(rate_bps), limit=limit_bytes)  # fmt: skip
+               burst=shaping.tbf_burst_bytes(rate_bps, topo.frame_bytes), limit=limit_bytes)  # fmt: skip
 
 
 def netem_change_args(ifname: str, delay_ns: int, limit_pkts: int) -> list[str]:

@@ -35,6 +35,7 @@ from cclab.engines.kernel.errors import KernelEngineError
 from cclab.engines.kernel.kconfig import kernel_config
 from cclab.engines.kernel.netns import CLONE_NEWNET, iproute_in, ns_run
 from cclab.engines.kernel.probes import QdiscProbe, QdiscStats
+from cclab.units import FRAME_BYTES
 
 DELAY_ENV = "CCLAB_DELAY"
 CONFIG_KEY = "delay_mechanism"
@@ -48,9 +49,10 @@ QDISC_KIND = "netem"
 NETEM_HANDLE = "2:"
 #: tc's default netem limit (iproute2 tc/q_netem.c sets opt.limit = 1000 packets).
 TC_DEFAULT_LIMIT_PKTS = 1000
-#: A full data frame as tbf counts it (docs/ARCHITECTURE.md): the bottleneck cannot deliver
-#: data frames faster than rate / FRAME_BITS, and each delivered frame causes at most one ACK.
-FRAME_BITS = 1514 * 8
+#: A full data frame at the default MTU as tbf counts it (docs/ARCHITECTURE.md): the bottleneck
+#: cannot deliver data frames faster than rate / FRAME_BITS, and each delivered frame causes at
+#: most one ACK (a larger MTU only means fewer frames, so fewer ACKs).
+FRAME_BITS = FRAME_BYTES * 8
 #: At most one ACK per data frame: quick-ack in slow start and the dup-ACK/SACK of every
 #: segment in recovery (tcp_input.c __tcp_ack_snd_check) ack every frame, not every second.
 MAX_ACKS_PER_FRAME = 1

@@ -12,6 +12,7 @@ from cclab.engines.kernel.errors import KernelEngineError, KernelPreflightError
 from cclab.engines.kernel.topology import MAX_FLOWS
 from cclab.spec.bpf_source import is_source as is_bpf_source
 from cclab.spec.host import effective
+from cclab.units import FRAME_BYTES
 
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
 #: Envelope measured on 2 cores (shared/kernel-testbed-notes.md, bench/kernel_envelope.py):
@@ -21,7 +22,8 @@ MAX_FAITHFUL_RATE_BPS = 1_500_000_000
 MAX_HELD_ACKS = 200_000
 #: Delayed ACKs acknowledge about every second full frame (tcp_send_delayed_ack / quick ack).
 FRAMES_PER_ACK = 2
-FRAME_BITS = 1514 * 8
+#: Full frames at the default MTU (a larger MTU means fewer frames, so fewer ACKs held).
+FRAME_BITS = FRAME_BYTES * 8
 #: Linux BBRv1's PROBE_BW up-gain (tcp_bbr.c bbr_pacing_gain[0] = BBR_UNIT * 5 / 4); BBR
 #: at any other gain runs as a BPF congestion control (bpf_cc.py).
 KERNEL_BBR_PROBE_BW_GAIN = 1.25

@@ -39,9 +39,9 @@ def _root_sysctl(key: str) -> str | None:
         return None
 
 
-def _access_link(config: dict) -> dict | None:
+def _access_link(config: dict, frame_bytes: int) -> dict | None:
     rate_bps = effective(config.get("host"))["access_rate_bps"]
-    return None if rate_bps is None else shaping.access_link(rate_bps)
+    return None if rate_bps is None else shaping.access_link(rate_bps, frame_bytes)
 
 
 def _iperf3_version() -> str:
@@ -70,12 +70,12 @@ def provenance(
             "router": topo.router,
             "receiver": topo.receiver,
             "senders": topo.senders,
-            "mtu_bytes": topology.MTU_BYTES,
+            "mtu_bytes": topo.mtu_bytes,
             "rps_cpus_mask": topology.rps_mask() if steered else None,
         },
         "host_settings": effective(config.get("host")),
         # The senders' access link: a tbf where [host] access_rate_mbps asks for one, else the veth.
-        "access_link": _access_link(config),
+        "access_link": _access_link(config, topo.frame_bytes),
         # What the senders' interface had: the access link's tbf and the sender qdisc, or noqueue.
         "sender_qdiscs": ns_run(topo.senders[0], "tc", "qdisc", "show", "dev", topology.HOST_IFNAME).strip().splitlines(),
         "sender_sysctls": _sysctls(topo.senders[0], HOST_SYSCTLS_REPORTED),
@@ -85,7 +85,7 @@ def provenance(
             "router_bottleneck": topology.offload_state(topo.router, topology.ROUTER_BOTTLENECK_IFNAME),
             "receiver_eth0": topology.offload_state(topo.receiver),
         },
-        "bottleneck_qdisc": _bottleneck_qdisc(m, rate, limit_bytes),
+        "bottleneck_qdisc": _bottleneck_qdisc(m, rate, limit_bytes, topo.frame_bytes),
         "userspace_bottleneck": _userspace_bottleneck(m),
         "delay": _delay(choice, m, delay_report, delay_of_queue, rate),
         # The spec's jitter_us and stall_per_packet are the simulator's stand-ins for this run's own noise.
@@ -180,13 +180,13 @@ def _delay(
     }
 
 
-def _bottleneck_qdisc(m: assemble.Measured, rate: int, limit_bytes: int) -> dict:
+def _bottleneck_qdisc(m: assemble.Measured, rate: int, limit_bytes: int, frame_bytes: int) -> dict:
     """The tbf on the router's egress: the shaper, or (userspace bottleneck) a fast pass-through."""
     tbf_rate = rate * aqm.PASSTHROUGH_RATE_FACTOR if m.aqm_userspace else rate
     return {
         "kind": "tbf",
         "rate_bps": tbf_rate,
-        "burst_bytes": shaping.tbf_burst_bytes(tbf_rate),
+        "burst_bytes": shaping.tbf_burst_bytes(tbf_rate, frame_bytes),
         "limit_bytes": limit_bytes,
         "where": "router egress towards the receiver",
         "role": "pass-through (the userspace bottleneck shapes)" if m.aqm_userspace else "the bottleneck shaper",

@@ -10,10 +10,8 @@ import re
 from dataclasses import dataclass
 
 from cclab.engines.kernel.netns import iproute_in, ns_run
-from cclab.engines.kernel.topology import HOST_IFNAME, MTU_BYTES, ROUTER_BOTTLENECK_IFNAME, Topology, sender_ip
+from cclab.engines.kernel.topology import HOST_IFNAME, ROUTER_BOTTLENECK_IFNAME, Topology, sender_ip
 
-#: A full frame as tbf counts it: 1500 B MTU + 14 B Ethernet header (docs/ARCHITECTURE.md).
-FRAME_BYTES = 1514
 #: tbf bucket: at least 10 frames, and at least 250 µs at line rate. Smaller buckets could
 #: not reach the rate at 1 Gbit/s (3 KB reached 790 Mbit/s; testbed notes).
 TBF_MIN_BURST_FRAMES = 10
@@ -24,8 +22,9 @@ HEADERS_BYTES = 52
 DATA_MATCH = ["!", "--syn", "-m", "length", "--length", f"{HEADERS_BYTES + 1}:65535"]
 
 
-def tbf_burst_bytes(rate_bps: int) -> int:
-    return max(TBF_MIN_BURST_FRAMES * FRAME_BYTES, int(TBF_BURST_S * rate_bps / 8))
+def tbf_burst_bytes(rate_bps: int, frame_bytes: int) -> int:
+    """tbf's bucket at this rate for full frames of `frame_bytes` (the MTU + 14)."""
+    return max(TBF_MIN_BURST_FRAMES * frame_bytes, int(TBF_BURST_S * rate_bps / 8))
 
 
 #: The senders' access link where `[host] access_rate_mbps` sets one: a tbf at that rate on each
@@ -36,13 +35,13 @@ def tbf_burst_bytes(rate_bps: int) -> int:
 ACCESS_QUEUE_LIMIT_BYTES = 16 * 1024 * 1024
 
 
-def access_link(rate_bps: int) -> dict[str, int | str]:
+def access_link(rate_bps: int, frame_bytes: int) -> dict[str, int | str]:
     """A sender's access link as the kernel engine installs it (and provenance records it)."""
-    return {"qdisc": "tbf", "rate_bps": rate_bps, "burst_bytes": tbf_burst_bytes(rate_bps), "limit_bytes": ACCESS_QUEUE_LIMIT_BYTES}
+    return {"qdisc": "tbf", "rate_bps": rate_bps, "burst_bytes": tbf_burst_bytes(rate_bps, frame_bytes), "limit_bytes": ACCESS_QUEUE_LIMIT_BYTES}
 
 
 def install_access_links(topo: Topology, rate_bps: int) -> None:
-    link = access_link(rate_bps)
+    link = access_link(rate_bps, topo.frame_bytes)
     for ns in topo.senders:
         ns_run(ns, "tc", "qdisc", "add", "dev", HOST_IFNAME, "root", "handle", ACCESS_HANDLE, "tbf", "rate", f"{rate_bps}bit",
                "burst", str(link["burst_bytes"]), "limit", str(link["limit_bytes"]))  # fmt: skip
@@ -61,10 +60,11 @@ def install_sender_qdiscs(topo: Topology, kind: str, under_access_link: bool) ->
         ns_run(ns, "tc", "qdisc", "add", "dev", HOST_IFNAME, *where, kind)
 
 
-def queue_limit_bytes(bottleneck: dict) -> int:
+def queue_limit_bytes(bottleneck: dict, frame_bytes: int) -> int:
+    """The scenario's buffer in bytes (a packet-counted one as full frames of `frame_bytes`)."""
     if bottleneck.get("queue_limit_bytes") is not None:
         return int(bottleneck["queue_limit_bytes"])
-    return int(bottleneck["queue_limit_packets"]) * FRAME_BYTES
+    return int(bottleneck["queue_limit_packets"]) * frame_bytes
 
 
 def install_tbf(topo: Topology, rate_bps: int, limit_bytes: int) -> None:
@@ -80,7 +80,7 @@ def install_tbf(topo: Topology, rate_bps: int, limit_bytes: int) -> None:
             topo.bottleneck_ifindex,
             handle="1:",
             rate=f"{rate_bps}bit",
-            burst=tbf_burst_bytes(rate_bps),
+            burst=tbf_burst_bytes(rate_bps, topo.frame_bytes),
             limit=limit_bytes,
         )
 
@@ -130,7 +130,7 @@ def install_counters_and_loss(
     for i, p in enumerate(ports):
         # Any packet longer than the MTU would prove an offload still merged segments.
         _iptables(
-            topo.router, "-A", "FORWARD", "-i", f"s{i}", "-m", "length", "--length", f"{MTU_BYTES + 1}:65535",
+            topo.router, "-A", "FORWARD", "-i", f"s{i}", "-m", "length", "--length", f"{topo.mtu_bytes + 1}:65535",
             "-m", "comment", "--comment", f"cclab:oversize:{i}",
         )  # fmt: skip
         match = ["-i", f"s{i}", "-p", "tcp", "--sport", str(p.client), *DATA_MATCH]

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from cclab.engines.kernel.netns import RunNamespaces, iproute_in, ns_run
 from cclab.spec.host import TCP_RMEM_DEFAULT_BYTES, TCP_WMEM_DEFAULT_BYTES, effective
+from cclab.units import DEFAULT_MTU_BYTES, frame_bytes
 
-MTU_BYTES = 1500
 #: Receiver side subnet 10.200.0.0/24; flow i's sender subnet is 10.200.(i+1).0/24.
 SUBNET_PREFIX = "10.200"
 MAX_FLOWS = 254
@@ -58,25 +58,32 @@ class Topology:
     senders: list[str]
     bottleneck_ifindex: int = 0
     sender_ifnames: list[str] = field(default_factory=list)
+    #: Every veth's MTU (`[host] mtu`).
+    mtu_bytes: int = DEFAULT_MTU_BYTES
+
+    @property
+    def frame_bytes(self) -> int:
+        """A full-sized frame as tbf counts it: the MTU + the Ethernet header."""
+        return frame_bytes(self.mtu_bytes)
 
 
-def _host_side(ns: str, address: str, gateway: str) -> None:
+def _host_side(ns: str, address: str, gateway: str, mtu_bytes: int) -> None:
     with iproute_in(ns) as ipr:
         lo = ipr.link_lookup(ifname="lo")[0]
         ipr.link("set", index=lo, state="up")
         idx = ipr.link_lookup(ifname=HOST_IFNAME)[0]
         ipr.addr("add", index=idx, address=address, prefixlen=24)
-        ipr.link("set", index=idx, state="up", mtu=MTU_BYTES)
+        ipr.link("set", index=idx, state="up", mtu=mtu_bytes)
         ipr.route("add", dst="0.0.0.0/0", gateway=gateway)
 
 
-def build(namespaces: RunNamespaces, n_flows: int) -> Topology:
+def build(namespaces: RunNamespaces, n_flows: int, mtu_bytes: int = DEFAULT_MTU_BYTES) -> Topology:
     if n_flows > MAX_FLOWS:
         raise ValueError(f"at most {MAX_FLOWS} flows")
     router = namespaces.create("r")
     receiver = namespaces.create("rx")
     senders = [namespaces.create(f"s{i}") for i in range(n_flows)]
-    topo = Topology(router=router, receiver=receiver, senders=senders)
+    topo = Topology(router=router, receiver=receiver, senders=senders, mtu_bytes=mtu_bytes)
     with iproute_in(router) as ipr:
         lo = ipr.link_lookup(ifname="lo")[0]
         ipr.link("set", index=lo, state="up")
@@ -86,12 +93,12 @@ def build(namespaces: RunNamespaces, n_flows: int) -> Topology:
             ipr.link("add", ifname=ifname, kind="veth", peer={"ifname": HOST_IFNAME, "net_ns_fd": peer_ns})
             idx = ipr.link_lookup(ifname=ifname)[0]
             ipr.addr("add", index=idx, address=address, prefixlen=24)
-            ipr.link("set", index=idx, state="up", mtu=MTU_BYTES)
+            ipr.link("set", index=idx, state="up", mtu=mtu_bytes)
         topo.bottleneck_ifindex = ipr.link_lookup(ifname=ROUTER_BOTTLENECK_IFNAME)[0]
     topo.sender_ifnames = [f"s{i}" for i in range(n_flows)]
-    _host_side(receiver, RECEIVER_IP, RECEIVER_GW)
+    _host_side(receiver, RECEIVER_IP, RECEIVER_GW, mtu_bytes)
     for i, ns in enumerate(senders):
-        _host_side(ns, sender_ip(i), sender_gw(i))
+        _host_side(ns, sender_ip(i), sender_gw(i), mtu_bytes)
     return topo
 
 

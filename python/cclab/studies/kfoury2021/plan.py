@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from cclab.analysis.timeseries import cc_label
 from cclab.studies._manyflows import verdict
+from cclab.units import FRAME_BYTES, MSS_BYTES
 
 RATE_MBPS = 1000
 WARMUP_S = 5.0
@@ -13,7 +14,7 @@ WARMUP_S = 5.0
 BBRS = ("bbr", "bbr2", "bbr3")
 ALL_CCS = (*BBRS, "cubic")
 #: 1 Gbit/s x 1448/1514 (goodput ceiling) shared by 100 flows.
-FAIR_SHARE_MBPS = RATE_MBPS * 1448 / 1514 / 100
+FAIR_SHARE_MBPS = RATE_MBPS * MSS_BYTES / FRAME_BYTES / 100
 
 
 @dataclass(frozen=True)
