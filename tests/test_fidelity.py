@@ -306,6 +306,7 @@ def test_the_host_set_holds_each_host_setting_beside_its_default() -> None:
     set_buffers = [f for c in configs.values() for f in c["flows"] if "sndbuf_bytes" in f]
     assert set_buffers and all(f["sndbuf_bytes"] == f["rcvbuf_bytes"] == 128 * 1024 for f in set_buffers)
     assert {c.get("host", {}).get("access_rate_bps") for c in configs.values()} >= {100_000_000, 10_000_000_000}
+    assert any(c.get("host", {}).get("mtu_bytes") == 9000 for c in configs.values())
     # The two recovery cases differ in that setting alone.
     rack, classic = configs["cubic-50M-40ms-1pct-rack"], configs["cubic-50M-40ms-1pct-classic"]
     assert {k: v for k, v in classic.items() if k != "host"} == rack

@@ -253,7 +253,8 @@ def rtt_set() -> ValidationSet:
 def host_set() -> ValidationSet:
     """`[host]` settings (issue 33): a receive buffer capped below the BDP, for a loss-based and
     a model-based CC, loss recovery without RACK beside RACK under random loss, socket buffers
-    set as iperf3 -w sets them, and send-buffer autotuning capped below the BDP."""
+    set as iperf3 -w sets them, send-buffer autotuning capped below the BDP, the senders' access
+    link and a 9000-byte MTU."""
     capped = {"rate_mbps": 100, "rtt_ms": 100, "buffer": "1bdp", "duration_s": 10, "host": {"tcp_rmem_max": "512KiB"}}
     cases = [Case(f"{cc}-100M-100ms-rmem512KiB", "host", _spec(flows=[{"cc": cc}], **capped)) for cc in ("cubic", "bbr")]
     lossy = {"rate_mbps": 50, "rtt_ms": 40, "buffer": "1bdp", "loss": 0.01, "duration_s": 15}
@@ -271,8 +272,12 @@ def host_set() -> ValidationSet:
     for access_mbps in (100, 10_000):
         cases.append(Case(f"cubic-100M-20ms-0.1bdp-access{access_mbps}M", "host",
                           _spec(flows=[{"cc": "cubic"}], host={"access_rate_mbps": access_mbps}, **shallow)))  # fmt: skip
+    # Jumbo frames: six times fewer, larger packets into half a BDP of buffer.
+    jumbo = {"rate_mbps": 100, "rtt_ms": 50, "buffer": "0.5bdp", "duration_s": 15, "host": {"mtu": 9000}}
+    for cc in ("cubic", "bbr"):
+        cases.append(Case(f"{cc}-100M-50ms-0.5bdp-mtu9000", "host", _spec(flows=[{"cc": cc}], **jumbo)))
     return ValidationSet("host", "host settings: receive and send buffers capped below the BDP, iperf3 -w, the senders' access "
-                         "link, loss recovery with and without RACK", cases)  # fmt: skip
+                         "link, loss recovery with and without RACK, jumbo frames", cases)  # fmt: skip
 
 
 def all_set() -> ValidationSet:

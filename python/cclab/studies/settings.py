@@ -20,7 +20,7 @@ import pandas as pd
 from cclab.analysis.timeseries import cc_label
 from cclab.studies._common import fmt, markdown_table, progress, run_facts, save, verdict
 from cclab.studies._manyflows import run_grid
-from cclab.units import FRAME_BYTES, MSS_BYTES
+from cclab.units import DEFAULT_MTU_BYTES, frame_bytes, mss_bytes
 
 NAME = "settings"
 DESCRIPTION = "one host setting at a time (socket buffers, RACK, the senders' NIC and qdisc) at the seeds' headline cells, for BBRv1, BBRv3 and CUBIC"
@@ -29,8 +29,6 @@ CCS = ("bbr", "bbr3", "cubic")
 DURATION_S = 60.0
 QUICK_DURATION_S = 10.0
 WARMUP_S = 2.0
-#: The goodput a full frame's payload allows: rate x 1448/1514.
-PAYLOAD_SHARE = MSS_BYTES / FRAME_BYTES
 #: Cao et al.'s CUBIC at 500 Mbit/s, 200 ms, 100 KB (their Table/Figure of the headline cell).
 PAPER_CUBIC_HEADLINE_MBPS = 179.6
 #: Datta & Fund: BBR's utilization at 1 Gbit/s x 200 ms under iperf3's default socket buffer
@@ -78,8 +76,9 @@ SETTINGS = (
     Setting("RACK off", "net.ipv4.tcp_recovery = 0: the duplicate-ACK scoreboard marks losses", host={"loss_recovery": "classic"}),
     Setting("1 Gbit/s NIC", "the senders' NIC at 1 Gbit/s, as on the seeds' testbeds", host={"access_rate_mbps": 1000}),
     Setting("fq at the sender", "sch_fq on the senders' interface: every CC paced at its pacing rate", host={"sender_qdisc": "fq"}),
+    Setting("jumbo frames", "a 9000-byte MTU: 8948-byte segments in 9014-byte frames", host={"mtu": 9000}),
 )
-NOT_YET = ("MTU", "segmentation offloads", "the delay emulator's queue limit", "SACK off")
+NOT_YET = ("segmentation offloads", "the delay emulator's queue limit", "SACK off")
 
 
 def plan(quick: bool) -> tuple[dict[str, Any], list[dict[str, list[Any]]]]:
@@ -91,6 +90,12 @@ def plan(quick: bool) -> tuple[dict[str, Any], list[dict[str, list[Any]]]]:
     hosts = {"bottleneck": cells, "flows.0.cc": list(CCS), "host": [s.host or {} for s in SETTINGS if s.window is None]}
     windows = {"bottleneck": cells, "flows.0": [{"cc": cc, "sndbuf": s.window, "rcvbuf": s.window} for s in SETTINGS if s.window for cc in CCS]}
     return base, [hosts, windows]
+
+
+def payload_share(setting: str) -> float:
+    """The goodput a full frame's payload allows under a setting, as a share of the rate."""
+    mtu = next((s.host or {}).get("mtu", DEFAULT_MTU_BYTES) for s in SETTINGS if s.name == setting)
+    return mss_bytes(mtu) / frame_bytes(mtu)
 
 
 def _setting_name(host: Any, flow: Any) -> str:
@@ -106,8 +111,9 @@ def table(flows: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for row in flows.to_dict("records"):
         cell = cell_of[json.dumps(row["x_cell"], sort_keys=True)]
-        rows.append({"cell": cell.name, "cc": row["cc"], "setting": _setting_name(row.get("x_host"), row.get("x_flow")),
-                     "goodput_mbps": row["goodput_mbps"], "utilization": row["goodput_mbps"] / (cell.rate_mbps * PAYLOAD_SHARE),
+        setting = _setting_name(row.get("x_host"), row.get("x_flow"))
+        rows.append({"cell": cell.name, "cc": row["cc"], "setting": setting,
+                     "goodput_mbps": row["goodput_mbps"], "utilization": row["goodput_mbps"] / (cell.rate_mbps * payload_share(setting)),
                      "retrans_segments": row["retrans_segments"]})  # fmt: skip
     out = pd.DataFrame(rows).groupby(["cell", "cc", "setting"], as_index=False, sort=False).mean(numeric_only=True)
     order = {s.name: i for i, s in enumerate(SETTINGS)}
