@@ -49,6 +49,9 @@ SCENARIOS = {
     # Loss recovery under load: BBR in a 100 KB buffer at 200 ms (tens of thousands in flight).
     "bbr_1g_200ms_100KB_20s": scenario(1_000_000_000, 200, 100_000, 20, ["bbr"]),
     "cubic_bbr_100m_20ms_1bdp_60s": scenario(100_000_000, 20, 250_000, 60, ["cubic", "bbr"]),
+    # Many flows (the Kfoury and many-flow studies): 100 CUBIC flows sharing 1 Gbit/s, a heap of
+    # hundreds of timers and pipe heads.
+    "cubic_x100_1g_20ms_1bdp_20s": scenario(1_000_000_000, 20, 2_500_000, 20, ["cubic"] * 100),
 }
 #: Short versions for callgrind, which runs about 50 times slower.
 SHORT_S = 2.0
