@@ -27,6 +27,12 @@ def test_studies_are_discovered_with_a_description_and_a_run_function():
         assert studies[name].NAME == name
         assert studies[name].DESCRIPTION
         assert callable(studies[name].run)
+    # `--cc` is decided from each study's source, before importing it: the same answer as its signature.
+    from inspect import signature
+
+    from cclab.studies import _run_takes_cc
+
+    assert {name: _run_takes_cc(name) for name in studies} == {name: "cc" in signature(s.run).parameters for name, s in studies.items()}
 
 
 def test_a_study_is_found_without_importing_the_others_or_scikit_learn():

@@ -1,13 +1,6 @@
 """cclab: a congestion-control lab. Describe a dumbbell and its flows, run them in the
 Rust simulator or on the Linux kernel, and get per-flow metrics as DataFrames."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("cclab")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
-
 from typing import TYPE_CHECKING, Any
 
 from cclab.errors import CclabError, EngineError, EngineUnavailable, SpecError
@@ -22,7 +15,20 @@ if TYPE_CHECKING:
 _LAZY = {"run": "cclab.api", "run_until_steady": "cclab.api", "RunResult": "cclab.results", "Scenario": "cclab.spec"}
 
 
+def _version() -> str:
+    # importlib.metadata takes 70 ms to import: only results (their provenance) ask for it.
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cclab")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()[name] = _version()
+        return globals()[name]
     if name not in _LAZY:
         raise AttributeError(f"module 'cclab' has no attribute {name!r}")
     import importlib

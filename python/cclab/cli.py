@@ -71,12 +71,8 @@ def run(
     max_duration_s: Annotated[float | None, typer.Option("--max-duration-s", help="with --until-steady: the longest run [default: 16 x duration_s]")] = None,
 ) -> None:
     """Run a scenario and store its result (Parquet + JSON) and report.html."""
-    from cclab.analysis.steady import not_converged_line
-    from cclab.api import run_until_steady
     from cclab.engines import budget
     from cclab.progress import SHOW_AFTER_S, RunProgressBar
-    from cclab.report import write_run
-    from cclab.summary import render_summary
 
     try:
         if max_duration_s is not None and not until_steady:
@@ -88,6 +84,13 @@ def run(
             runner.check(config)
         cost = budget.estimate(config, runner.name)
         budget.check(cost, force=force)
+        # What runs, judges and writes a result (pandas, plotting) is imported once the spec is
+        # known to be good: a refusal costs a third of the time.
+        from cclab.analysis.steady import not_converged_line
+        from cclab.api import run_until_steady
+        from cclab.report import write_run
+        from cclab.summary import render_summary
+
         line = f"running {spec} on the {runner.name} engine"
         if cost.wall_s > SHOW_AFTER_S:
             line += f" (estimated at most {cost.wall_s:.0f} s)"
@@ -173,6 +176,12 @@ def validate(
 ) -> None:
     """Run a validation set on the simulator and the kernel and report how far they agree."""
     from cclab.executor_choice import use_executor
+    from cclab.fidelity.sets import requested
+
+    try:
+        requested(set_name, case, repetitions)  # a refusal before importing what runs a set (pandas)
+    except CclabError as error:
+        _fail(error)
     from cclab.fidelity.report import console_lines
     from cclab.fidelity.runner import run_validation
     from cclab.report import write_report
@@ -265,8 +274,8 @@ def reproduce(
             raise CclabError(f"--engine: must be one of {', '.join(ENGINE_NAMES)} (got {engine!r})")
         if seeds < 1:
             raise CclabError(f"--seeds: must be at least 1 (got {seeds})")
+        options = {} if cc is None else {"cc": study_cc(name, cc)}
         study = get_study(name)
-        options = {} if cc is None else {"cc": study_cc(study, cc)}
         out_dir = out if out is not None else Path("out") / name
         with use_executor(_executor_choice(executor, address, jobs, kernel=engine == "kernel")):
             summary_path = run_study(study, out_dir, seeds=seeds, engine=engine, quick=quick, jobs=jobs, include_invalid=include_invalid, **options)

@@ -346,12 +346,12 @@ def run_sweep(
     refuse, and SweepInterrupted on Ctrl-C.
     """
     from cclab.engines import budget
-    from cclab.store import runs_dir
 
     started = time.perf_counter()
     if not isinstance(sweep, Sweep):
         sweep = Sweep.from_toml(sweep)
     expansion = expand_all(sweep, engine)
+    from cclab.store import runs_dir  # pandas: after the sweep file's refusals
     engines = sorted({spec.engine for spec in expansion.runs}) or [engine or sweep.base_scenario.engine]
     engine_label = "+".join(engines)
     jobs = min(default_jobs(engine_name) for engine_name in engines) if jobs is None else jobs

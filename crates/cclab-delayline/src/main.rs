@@ -36,7 +36,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
 /// Kernel-side queue length: 1 Gbit/s x 200 ms held 15-21 k ACKs on this kind of machine
-/// (shared/kernel-testbed-notes.md); the default of 1024 would drop them.
+/// (docs/KERNEL_TESTBED.md); the default of 1024 would drop them.
 const DEFAULT_QUEUE_MAXLEN_PKTS: u32 = 400_000;
 /// Netlink receive buffer, forced past rmem_max (4 MB and read-only in child namespaces).
 const NETLINK_RCVBUF_BYTES: i32 = 64 << 20;

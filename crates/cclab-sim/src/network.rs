@@ -78,7 +78,7 @@ impl<T> Pipe<T> {
 }
 
 /// `tbf burst` as the kernel engine sets it: max(10 MTU-sized frames, 250 us at
-/// the rate) (shared/kernel-testbed-notes.md: smaller bursts cannot reach the rate).
+/// the rate) (docs/KERNEL_TESTBED.md: smaller bursts cannot reach the rate).
 pub const TBF_MIN_BURST_FRAMES: u64 = 10;
 pub const TBF_BURST_TIME: SimDuration = SimDuration::from_micros(250);
 

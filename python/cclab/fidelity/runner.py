@@ -23,7 +23,7 @@ import pandas as pd
 from cclab.errors import CclabError, SpecError
 from cclab.fidelity.compare import SPREAD_MIN_REPETITIONS, CaseComparison, ValidationReport, compare_case, summarize
 from cclab.fidelity.report import write_report
-from cclab.fidelity.sets import Case, ValidationSet, get_set, only_cases
+from cclab.fidelity.sets import Case, ValidationSet, requested
 from cclab.results import RunResult
 from cclab.spec import Scenario
 from cclab.sweep import Expansion, RunSpec, default_jobs, run_key, run_planned
@@ -117,12 +117,8 @@ def run_validation(
     from cclab.store import finished_runs
 
     started = time.perf_counter()
-    validation_set = get_set(set_name)
-    if cases:
-        validation_set = only_cases(validation_set, cases)
+    validation_set = requested(set_name, cases, repetitions)
     if repetitions is not None:
-        if repetitions < 1:
-            raise SpecError(f"--repetitions {repetitions}: must be at least 1")
         validation_set = with_repetitions(validation_set, repetitions)
     if out_dir.exists() and not out_dir.is_dir():
         raise SpecError(f"--out {out_dir}: exists and is not a directory")

@@ -302,6 +302,18 @@ def get_set(name: str) -> ValidationSet:
     return SETS[name]()
 
 
+def requested(set_name: str, cases: list[str] | None = None, repetitions: int | None = None) -> ValidationSet:
+    """The set a `cclab validate` asks for, cut to its `--case`s; a one-line SpecError for an
+    unknown set or case or fewer than one repetition. Cheap: the CLI asks it before importing
+    what runs a set."""
+    validation_set = get_set(set_name)
+    if cases:
+        validation_set = only_cases(validation_set, cases)
+    if repetitions is not None and repetitions < 1:
+        raise SpecError(f"--repetitions {repetitions}: must be at least 1")
+    return validation_set
+
+
 def only_cases(validation_set: ValidationSet, names: list[str]) -> ValidationSet:
     """The set cut to the named cases, in the set's order: to run more repetitions of the
     cases under study without the rest."""

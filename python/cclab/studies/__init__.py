@@ -55,22 +55,40 @@ def _load(name: str) -> ModuleType:
     return module
 
 
-def get_study(name: str) -> ModuleType:
-    """The study called `name`, or a one-line SpecError listing the known ones."""
+def get_study_name(name: str) -> str:
+    """`name` if a study has it, else a one-line SpecError listing the known ones."""
     known = names()
     if name not in known:
         raise SpecError(f"unknown study {name!r}; known studies: {', '.join(known) or '(none)'}")
-    return _load(name)
+    return name
 
 
-def study_cc(study: ModuleType, cc: str) -> str:
-    """`--cc`: the user's CC for a study whose `run` takes one (in BBR's place), else a one-line SpecError."""
-    import inspect
+def get_study(name: str) -> ModuleType:
+    """The study called `name`, or a one-line SpecError listing the known ones."""
+    return _load(get_study_name(name))
 
-    if "cc" not in inspect.signature(study.run).parameters:
-        takers = ", ".join(name for name, module in discover().items() if "cc" in inspect.signature(module.run).parameters)
-        raise SpecError(f"--cc: the study {study.NAME} has no place for a congestion control of yours; these do: {takers}")
+
+def study_cc(name: str, cc: str) -> str:
+    """`--cc`: the user's CC for study `name` if its `run` takes one (in BBR's place), else a
+    one-line SpecError; decided before the study is imported."""
+    get_study_name(name)
+    if not _run_takes_cc(name):
+        takers = ", ".join(study for study in names() if _run_takes_cc(study))
+        raise SpecError(f"--cc: the study {name} has no place for a congestion control of yours; these do: {takers}")
     return cc
+
+
+def _run_takes_cc(name: str) -> bool:
+    """Whether study `name`'s `run` has a `cc` parameter, read from its source: importing every
+    study to ask would take seconds."""
+    import ast
+
+    package = Path(__file__).parent / module_name(name)
+    source = package / "__init__.py" if package.is_dir() else package.with_suffix(".py")
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "run":
+            return any(arg.arg == "cc" for arg in (*node.args.args, *node.args.kwonlyargs))
+    return False
 
 
 def run_study(study: ModuleType, out_dir: Path, *, seeds: int = 1, **options: Any) -> Path:

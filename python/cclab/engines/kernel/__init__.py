@@ -10,7 +10,7 @@ router's interface towards each sender where the kernel has netem, else by the n
 NFQUEUE delay line (crates/cclab-delayline). Choose with the resolved config's
 `delay_mechanism` or $CCLAB_DELAY = auto | netem | delayline (default auto; netem.py).
 Random loss is an iptables statistic rule on the data direction with either mechanism.
-See shared/kernel-testbed-notes.md for the why.
+See docs/KERNEL_TESTBED.md for the why.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from cclab.engines.kernel.shaping import HEADERS_BYTES
 from cclab.units import FRAME_BYTES
 from cclab.engines.kernel.traffic import ClientReport, FlowPlan
 
-#: Validity thresholds (shared/kernel-testbed-notes.md, "Check every run for validity").
+#: Validity thresholds (docs/KERNEL_TESTBED.md, "Validity").
 MAX_LATENESS_FRACTION_OF_RTT = 0.01
 MIN_CPU_IDLE_FRACTION = 0.10
 #: ...but a busy machine only disturbs a run whose own tasks then wait for a CPU: a sender,

@@ -1,7 +1,7 @@
 """Path delay: the native NFQUEUE delay line (crates/cclab-delayline) in the router namespace.
 
 This kernel has no sch_netem, so the whole RTT is added on the ACK direction by holding
-NFQUEUE verdicts (shared/kernel-testbed-notes.md). For a single-bottleneck dumbbell the
+NFQUEUE verdicts (docs/KERNEL_TESTBED.md). For a single-bottleneck dumbbell the
 sender sees the same RTT as if the delay were split between directions.
 
 The same process runs the userspace bottleneck where the AQM qdisc is missing (aqm.py,

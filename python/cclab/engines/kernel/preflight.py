@@ -15,7 +15,7 @@ from cclab.spec.host import effective
 from cclab.units import FRAME_BYTES
 
 AVAILABLE_CC = "/proc/sys/net/ipv4/tcp_available_congestion_control"
-#: Envelope measured on 2 cores (shared/kernel-testbed-notes.md, bench/kernel_envelope.py):
+#: Envelope measured on 2 cores (docs/KERNEL_TESTBED.md, bench/kernel_envelope.py):
 #: 1.5 Gbit/s ran clean; at 2 Gbit/s packets were lost outside tbf (per-CPU backlog overflow).
 MAX_FAITHFUL_RATE_BPS = 1_500_000_000
 #: Held ACKs per queued packet in the kernel: keep well under the delay line's queue maxlen.
