@@ -105,3 +105,11 @@ def test_cli_refuses_an_impossible_mtu_in_one_line_and_writes_nothing(tmp_path: 
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["error: host.mtu: must be >= 576 (got 100)"]
     assert not (tmp_path / "out").exists()
+
+
+def test_python_and_the_simulator_derive_the_same_frames_from_the_default_mtu() -> None:
+    from cclab import _sim
+    from cclab.units import DEFAULT_MTU_BYTES, frame_bytes, mss_bytes
+
+    mss, frame = mss_bytes(DEFAULT_MTU_BYTES), frame_bytes(DEFAULT_MTU_BYTES)
+    assert _sim.constants() == (mss, frame - mss, frame) == (MSS_1500, FRAME_1500 - MSS_1500, FRAME_1500)
