@@ -16,18 +16,21 @@ use crate::config::SimConfig;
 use crate::event::{Event, EventQueue, LazyTimer, PipeId, TimerKind};
 use crate::metrics::{EventSeries, FlowSeries, QueueSeries};
 use crate::jitter::AckJitter;
-use crate::stall::BottleneckStalls;
 use crate::wake::MachineWake;
 use crate::network::{Bottleneck, DataPacket, Pipe};
-use crate::tcp::rtt::{TsClock, TS_TICK_NS};
+use crate::tcp::rtt::TsClock;
 use crate::tcp::receive_window::{segment_truesize_bytes, ReceiveWindow, IPERF3_COOKIE_BYTES};
-use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver, READER_IDLE_WAKE_FLOOR_NS, READER_IDLE_WAKE_MEAN_NS};
+use crate::tcp::receiver::{AckAction, AckPacket, TcpReceiver};
 use crate::tcp::sender::{TcpSender, Transmission};
 use crate::window::{BottleneckCounters, FlowCounters, Snapshot};
-use cclab_aqm::delivery_trace::DeliveryTrace;
-use cclab_aqm::{DropReason, Packet, PacketMeta, QueueLimit};
+use cclab_aqm::{DropReason, Packet, PacketMeta};
 use cclab_cc::rng::SimRng;
 use cclab_cc::{Bandwidth, CongestionControl, SimDuration, SimTime};
+
+#[path = "sim_build.rs"]
+mod build;
+#[path = "sim_series.rs"]
+mod series;
 
 /// Senders' NIC rate: at least 10 Gbit/s (the replication testbeds had 10 GbE
 /// hosts), and never the bottleneck.
@@ -134,145 +137,6 @@ pub struct Simulation {
 }
 
 impl Simulation {
-    pub fn new(config: SimConfig) -> Result<Self, String> {
-        config.validate()?;
-        let b = &config.bottleneck;
-        let rate = Bandwidth::from_bps(b.rate_bps);
-        let limit = match (b.queue_limit_bytes, b.queue_limit_packets) {
-            (Some(bytes), _) => QueueLimit::Bytes(bytes),
-            (_, Some(pkts)) => QueueLimit::Packets(pkts),
-            _ => unreachable!("validated"),
-        };
-        let mut root_rng = SimRng::new(config.seed);
-        let loss_rng = root_rng.fork(0);
-        let qdisc = b.aqm.build(limit, b.rate_bps, config.host.frame_bytes());
-        let half_rtt = SimDuration(b.rtt_ns / 2);
-        let mut flows = Vec::with_capacity(config.flows.len());
-        for f in &config.flows {
-            let cc_seed = root_rng.fork(1 + f.flow_id as u64).next_u64();
-            let mut sender = TcpSender::new(f.flow_id, &f.cc_config()?, config.host.mss_bytes(), f.size_bytes, f.rwnd_bytes, cc_seed);
-            if config.host.loss_recovery == crate::config::LossRecovery::Classic {
-                sender.use_classic_loss_recovery();
-            }
-            sender.set_send_buffer(f.sndbuf_bytes, config.host.tcp_wmem_max_bytes);
-            if config.host.sender_qdisc == crate::config::SenderQdisc::Fq {
-                sender.use_fq_pacing();
-            }
-            // Both ends run net.ipv4.tcp_ecn=1 when the flow asks for ECN: the SYN's
-            // ECE|CWR is answered by a SYN-ACK with ECE, so ECN is on (tcp_ecn_rcv_synack).
-            // A CC that needs ECN (DCTCP) asks for it whatever tcp_ecn says, at both ends
-            // (tcp_ecn_send_syn, tcp_ecn_create_request), and echoes as DCTCP.
-            let needs_ecn = sender.cc().needs_ecn();
-            sender.tcp.ecn_ok = f.ecn || f.accecn || needs_ecn;
-            sender.accecn |= f.accecn;
-            let mut receiver = TcpReceiver::new(SimDuration(b.rtt_ns + f.extra_rtt_ns));
-            receiver.ecn_ok = sender.tcp.ecn_ok;
-            // With Accurate ECN the ACE counter carries every mark: no DCTCP echo on top.
-            receiver.dctcp_echo = needs_ecn && !sender.accecn;
-            // Accurate ECN where the CC asks for it (Prague), at both ends.
-            receiver.accecn = sender.accecn;
-            flows.push(Flow {
-                sender,
-                receiver,
-                access: Pipe::default(),
-                acks: Pipe::default(),
-                access_free_at: SimTime::ZERO,
-                ack_prop: half_rtt + SimDuration(f.extra_rtt_ns),
-                start: SimTime(f.start_ns),
-                started: false,
-                syn_rtt: SimDuration::ZERO,
-                syn_ack_sent: SimTime::ZERO,
-                delayed_ack: LazyTimer::default(),
-                compressed_ack: LazyTimer::default(),
-                read: LazyTimer::default(),
-                flow_hash: flow_hash(f.flow_id),
-                in_bottleneck: 0,
-                queue_drops: 0,
-                aqm_drops: 0,
-                random_losses: 0,
-                completion: None,
-                sampled_delivered_bytes: 0,
-                sampled_retrans: 0,
-            });
-        }
-        let mut queue = EventQueue::default();
-        for (i, f) in flows.iter().enumerate() {
-            queue.schedule(f.start, Event::FlowStart(i as u32));
-        }
-        queue.schedule(SimTime(config.flow_sample_interval_ns), Event::FlowSample);
-        queue.schedule(SimTime(config.queue_sample_interval_ns), Event::QueueSample);
-        for (i, change) in b.schedule.iter().enumerate() {
-            if change.at_ns <= config.duration_ns {
-                queue.schedule(SimTime(change.at_ns), Event::LinkChange(i as u32));
-            }
-        }
-        if config.warmup_ns > 0 {
-            queue.schedule(SimTime(config.warmup_ns), Event::Warmup);
-        }
-        // Forked after every flow's, so adding the qdisc's stream moved no other.
-        let qdisc_rng = root_rng.fork(QDISC_RNG_STREAM);
-        let mut bottleneck = Bottleneck::new(rate, limit, config.host.frame_bytes() as u64, qdisc, qdisc_rng);
-        // Forked last, so that jitter moves no other stream.
-        let ack_jitter = AckJitter::kernel_like(root_rng.fork(ACK_JITTER_RNG_STREAM), config.jitter_ns);
-        // Forked after jitter's, for the same reason; none drawn at 0 (a run without stalls).
-        if config.stall_per_packet > 0.0 {
-            bottleneck.set_stalls(BottleneckStalls::new(root_rng.fork(STALL_RNG_STREAM), config.stall_per_packet));
-        }
-        // Forked after the stalls'; drawn only with the noise on, so a run without it keeps
-        // its clocks' edges at whole milliseconds from time zero.
-        let mut ts_clock = TsClock::default();
-        if config.jitter_ns > 0 {
-            ts_clock.phase = SimDuration(root_rng.fork(CLOCK_PHASE_RNG_STREAM).below(TS_TICK_NS as u32) as u64);
-            for flow in &mut flows {
-                flow.sender.ts_clock = ts_clock;
-                flow.receiver.ts_clock = ts_clock;
-            }
-            // Forked after the clock phase's, one stream a reader (wake.rs, receiver.rs).
-            for (i, flow) in flows.iter_mut().enumerate() {
-                let rng = root_rng.fork(READER_WAKE_RNG_STREAM + i as u64);
-                flow.receiver.idle_reader_wake = Some(AckJitter::new(rng, READER_IDLE_WAKE_MEAN_NS, READER_IDLE_WAKE_FLOOR_NS));
-            }
-        }
-        if let Some(times_ms) = &b.trace_ms {
-            bottleneck.use_trace(DeliveryTrace::new(times_ms));
-        }
-        if b.schedule.iter().any(|c| c.rate_bps.is_some()) {
-            bottleneck.book_at_dequeue();
-        }
-        // The access links stay faster than the bottleneck at its fastest.
-        let top_rate_bps = b.schedule.iter().filter_map(|c| c.rate_bps).fold(b.rate_bps, u64::max);
-        Ok(Simulation {
-            end_time: SimTime(config.duration_ns),
-            now: SimTime::ZERO,
-            queue,
-            loss_rng,
-            ack_jitter,
-            wake: MachineWake::kernel_like(config.jitter_ns > 0),
-            loss_probability: b.loss_probability,
-            bottleneck,
-            dequeue_at: None,
-            access_rate: Bandwidth::from_bps(
-                config.host.access_rate_bps.unwrap_or((top_rate_bps * ACCESS_RATE_FACTOR).max(MIN_ACCESS_RATE.bits_per_sec)),
-            ),
-            egress: Pipe::default(),
-            egress_prop: half_rtt,
-            flows,
-            flow_series: FlowSeries::default(),
-            queue_series: QueueSeries::default(),
-            data_packets: 0,
-            sampled_drops: 0,
-            sampled_ce_marks: 0,
-            sampled_dequeued_bytes: 0,
-            last_queue_sample: SimTime::ZERO,
-            scratch: Vec::new(),
-            unfinished_flows: config.flows.iter().all(|f| f.size_bytes.is_some()).then_some(config.flows.len()),
-            check_invariants: false,
-            warmup: None,
-            ts_clock,
-            config,
-        })
-    }
-
     /// The window counters now (read only): where a measurement window starts.
     pub fn snapshot(&self) -> Snapshot {
         let flows = self
@@ -659,86 +523,5 @@ impl Simulation {
         if flow.acks.push(arrival, ack) {
             queue.schedule(arrival, Event::PipeHead(PipeId::Ack(i)));
         }
-    }
-
-    fn sample_flows(&mut self) {
-        let now = self.now;
-        let interval_s = self.config.flow_sample_interval_ns as f64 / 1e9;
-        for flow in &mut self.flows {
-            if !flow.started || flow.completion.is_some_and(|c| c + SimDuration(self.config.flow_sample_interval_ns) < now) {
-                continue;
-            }
-            let delivered = flow.bytes_delivered();
-            let retrans = flow.sender.stats.retrans_segments;
-            let s = &flow.sender;
-            let telemetry = s.cc().telemetry(&s.tcp);
-            let fs = &mut self.flow_series;
-            fs.time_s.push(now.as_nanos() as f64 / 1e9);
-            fs.flow_id.push(s.flow_id);
-            fs.throughput_mbps.push((delivered - flow.sampled_delivered_bytes) as f64 * 8.0 / interval_s / 1e6);
-            fs.cwnd_pkts.push(s.tcp.snd_cwnd);
-            // sk_pacing_rate, as tcpi_pacing_rate reports it: the CC's for BBR, tcp_update_pacing_rate's
-            // for CUBIC and Reno; none before the first one is set.
-            fs.pacing_rate_mbps.push(
-                (s.tcp.pacing_rate_bytes_per_sec != u64::MAX).then(|| s.tcp.pacing_rate_bytes_per_sec as f64 * 8.0 / 1e6),
-            );
-            fs.srtt_ms.push(s.srtt().as_nanos() as f64 / 1e6);
-            fs.inflight_pkts.push(s.in_flight());
-            fs.bbr_bw_mbps.push(telemetry.bw_estimate_bps.map(|b| b as f64 / 1e6));
-            fs.bbr_min_rtt_ms.push(telemetry.min_rtt.map(|d| d.as_nanos() as f64 / 1e6));
-            fs.cc_mode.push(telemetry.mode);
-            fs.ecn_alpha.push(telemetry.ecn_alpha);
-            fs.retrans_segments.push(retrans - flow.sampled_retrans);
-            flow.sampled_delivered_bytes = delivered;
-            flow.sampled_retrans = retrans;
-        }
-    }
-
-    fn sample_queue(&mut self) {
-        let now = self.now;
-        let backlog = self.bottleneck.backlog_bytes(now);
-        self.drain_bottleneck();
-        let elapsed_s = now.saturating_since(self.last_queue_sample).as_secs_f64();
-        if elapsed_s <= 0.0 {
-            return;
-        }
-        let dequeued = self.bottleneck.dequeued_bytes - self.sampled_dequeued_bytes;
-        let qs = &mut self.queue_series;
-        qs.time_s.push(now.as_nanos() as f64 / 1e9);
-        qs.queue_bytes.push(backlog);
-        qs.l4s_queue_bytes.push(self.bottleneck.l4s_backlog_bytes());
-        qs.drops.push(self.bottleneck.drops() - self.sampled_drops);
-        qs.ce_marks.push(self.bottleneck.ce_marks() - self.sampled_ce_marks);
-        let offered_bits = self.bottleneck.offered_bits(self.last_queue_sample, now);
-        qs.utilization.push(if offered_bits > 0.0 { dequeued as f64 * 8.0 / offered_bits } else { 0.0 });
-        self.sampled_drops = self.bottleneck.drops();
-        self.sampled_ce_marks = self.bottleneck.ce_marks();
-        self.sampled_dequeued_bytes = self.bottleneck.dequeued_bytes;
-        self.last_queue_sample = now;
-    }
-
-    /// Segments of `flow` still in the network (access link, queue, egress link).
-    pub fn segments_in_network(&self, flow_idx: u32) -> u64 {
-        let flow = &self.flows[flow_idx as usize];
-        // A dequeued packet enters the egress pipe at once (its departure is known).
-        (flow.access.len() + self.egress.iter().filter(|p| p.flow == flow_idx).count()) as u64 + flow.in_bottleneck
-    }
-
-    pub fn event_series(&self) -> EventSeries {
-        let mut ev = EventSeries::default();
-        let mut all: Vec<(SimTime, u32, &'static str, &str)> = Vec::new();
-        for f in &self.flows {
-            for e in &f.sender.events {
-                all.push((e.time, f.sender.flow_id, e.kind, &e.detail));
-            }
-        }
-        all.sort_by_key(|(t, id, _, _)| (*t, *id));
-        for (t, id, kind, detail) in all {
-            ev.time_s.push(t.as_nanos() as f64 / 1e9);
-            ev.flow_id.push(id);
-            ev.kind.push(kind);
-            ev.detail.push(detail.to_string());
-        }
-        ev
     }
 }

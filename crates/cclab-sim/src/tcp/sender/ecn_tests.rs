@@ -2,6 +2,7 @@
 //! tcp_count_delivered): unit checks of one connection.
 
 use super::*;
+use cclab_cc::CaState;
 use crate::config::FlowConfig;
 use crate::tcp::receiver::AckPacket;
 

@@ -2,6 +2,7 @@
 //! (`tcp_time_to_recover`, `tcp_update_scoreboard`, `tcp_mark_head_lost`).
 
 use super::*;
+use cclab_cc::CaState;
 use crate::tcp::receiver::AckPacket;
 
 fn sack(blocks: &[(u64, u64)]) -> AckPacket {
