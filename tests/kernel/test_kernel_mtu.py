@@ -15,6 +15,7 @@ def test_jumbo_frames_carry_more_than_a_1500_byte_mtu_could_at_a_gigabit() -> No
             "output": {"warmup_s": 1}, "host": {"mtu": 9000}}  # fmt: skip
     kernel = kernel_run_spec(spec)
     assert kernel.provenance["topology"]["mtu_bytes"] == 9000
+    assert set(kernel.provenance["topology"]["device_mtu_bytes"].values()) == {9000}  # as the kernel reports them
     assert kernel.provenance["host_settings"]["mtu_bytes"] == 9000
     assert_sound(kernel.validity)
     assert kernel.bottleneck["utilization"] >= 0.95

@@ -70,7 +70,13 @@ def provenance(
             "router": topo.router,
             "receiver": topo.receiver,
             "senders": topo.senders,
+            # Read back from the devices: the sender's, the bottleneck's and the receiver's.
             "mtu_bytes": topo.mtu_bytes,
+            "device_mtu_bytes": {
+                "sender_eth0": topology.device_mtu_bytes(topo.senders[0]),
+                "router_bottleneck": topology.device_mtu_bytes(topo.router, topology.ROUTER_BOTTLENECK_IFNAME),
+                "receiver_eth0": topology.device_mtu_bytes(topo.receiver),
+            },
             "rps_cpus_mask": topology.rps_mask() if steered else None,
         },
         "host_settings": effective(config.get("host")),

@@ -174,6 +174,12 @@ def steer_receive_work(topo: Topology) -> None:
         ns_run(ns, "tee", f"/sys/class/net/{ifname}/queues/rx-0/rps_cpus", input_text=mask)
 
 
+def device_mtu_bytes(ns: str, ifname: str = HOST_IFNAME) -> int | None:
+    """The MTU the kernel has on a device (what the run used, not what was asked)."""
+    text = ns_run(ns, "cat", f"/sys/class/net/{ifname}/mtu", check=False).strip()
+    return int(text) if text.isdigit() else None
+
+
 def offload_state(ns: str, ifname: str = HOST_IFNAME) -> dict[str, str]:
     text = ns_run(ns, "ethtool", "-k", ifname, check=False)
     wanted = {
