@@ -31,7 +31,7 @@ SpecArgument = Annotated[Path, typer.Argument(metavar="SPEC.toml", help="scenari
 ExecutorOption = Annotated[str, typer.Option("--executor", help='where runs go: local (this machine) | ray (a Ray cluster; pip install "cclab\\[ray]")')]
 AddressOption = Annotated[
     str | None,
-    typer.Option("--address", help="with --executor ray: HOST:PORT of the cluster's head, or auto: RAY_ADDRESS, else the cluster started on this machine with `ray start`"),
+    typer.Option("--address", help="with --executor ray: HOST:PORT of the cluster's head, or auto: RAY_ADDRESS, else the cluster started on this machine with `ray start` [default: as auto, else a local cluster started for the command]"),
 ]
 
 

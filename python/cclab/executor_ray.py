@@ -4,6 +4,7 @@
     ray start --head --port 6379                                 # one machine
     ray start --address HEAD:6379 [--resources '{"cclab_kernel_host": 1}']   # each other one
     cclab sweep grid.toml --executor ray --address HEAD:6379
+    cclab sweep grid.toml --executor ray     # a cluster on this machine, else a local one started for it
 
 Each run is one Ray task. A simulator run asks for one CPU, so simulator runs fan out over
 every CPU of the cluster. A kernel run also asks for one unit of the custom resource
@@ -30,6 +31,7 @@ import importlib.util
 import logging
 import os
 import socket
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -74,29 +76,47 @@ def preflight(address: str | None, *, kernel: bool = False) -> None:
 _connected: list[str | None] = []
 
 
+#: What Ray says when "auto" finds no cluster on this machine (ray._private.services).
+NO_RUNNING_CLUSTER = "Could not find any running Ray instance"
+
+
 def connect(address: str | None) -> Any:
     """Connect this process to the cluster at `address` (once) and return the ray module.
-    A connection the caller made itself with ray.init is used as it is."""
+    Without an address: RAY_ADDRESS, else a cluster running on this machine, else (as
+    `ray.init()` does) a local cluster started for this process, which says so on stderr. A
+    connection the caller made itself with ray.init is used as it is."""
     ray = _import_ray()
-    address = address or "auto"  # RAY_ADDRESS, else a cluster started on this machine: never a new one
+    may_start_local = address is None and not os.environ.get("RAY_ADDRESS")
+    address = address or "auto"
     if ray.is_initialized():
         if not _connected or _connected[0] == address:
             return ray
         ray.shutdown()  # ours, to another cluster
     _connected.clear()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a lab tool does not report usage
+    # Errors come back as outcomes: stderr stays for progress.
+    options = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
     try:
-        ray.init(
-            address=address,
-            include_dashboard=False,
-            log_to_driver=False,  # errors come back as outcomes; keep stderr for progress
-            logging_level=logging.WARNING,
-        )
+        ray.init(address=address, **options)
     except Exception as error:  # ConnectionError, version mismatch, ...: one line
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise CclabError(f"--executor ray: cannot connect to the Ray cluster at {address}: {first}") from None
+        if not (may_start_local and NO_RUNNING_CLUSTER in str(error)):
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise CclabError(f"--executor ray: cannot connect to the Ray cluster at {address}: {first}") from None
+        _start_local(ray, options)
     _connected.append(address)
     return ray
+
+
+def _start_local(ray: Any, options: dict[str, Any]) -> None:
+    """A cluster of this machine alone, for this process; it takes kernel runs too (one at a
+    time, as a kernel host started by hand would)."""
+    try:
+        ray.init(resources={KERNEL_RESOURCE: 1}, **options)
+    except Exception as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise CclabError(f"--executor ray: no Ray cluster runs here and a local one did not start: {first}") from None
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    sys.stderr.write(f"--executor ray: no Ray cluster runs here; started a local one ({cpus} CPUs) for this command\n")
 
 
 def check_resources(ray: Any, *, kernel: bool) -> tuple[int, int]:
