@@ -57,7 +57,7 @@ def many_flows(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]
         f"- With {loss_pct:g}% loss the link's mean utilization is {ours}.\n"
         "- The slides' CDFs carry no numbers in the text; ours are in the table (the ideal is 9.57 Mbit/s per flow, "
         "1 Gbit/s x 1448/1514 / 100).\n"
-        "- Figures: `many_cdf_{cc}_loss{0,1}pct.png|svg`.\n"
+        f"- Figures: `many_cdf_{{cc}}_loss{{{','.join(f'{100 * loss:g}' for loss in plan.many_losses)}}}pct.png|svg`.\n"
     )
     return text, findings
 
