@@ -47,11 +47,6 @@ def frame_bytes_of(config: dict) -> int:
     return frame_bytes(int((config.get("host") or {}).get("mtu_bytes", DEFAULT_MTU_BYTES)))
 
 
-def mss_bytes_of(config: dict) -> int:
-    """A full-sized segment's payload of a resolved engine config's hosts."""
-    return mss_bytes(int((config.get("host") or {}).get("mtu_bytes", DEFAULT_MTU_BYTES)))
-
-
 #: At the default MTU: 1448 B payload, 1514 B frames.
 MSS_BYTES = mss_bytes(DEFAULT_MTU_BYTES)
 FRAME_BYTES = frame_bytes(DEFAULT_MTU_BYTES)

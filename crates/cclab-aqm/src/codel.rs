@@ -417,6 +417,28 @@ mod tests {
     }
 
     #[test]
+    fn a_backlog_within_the_devices_mtu_is_never_dropped_and_build_passes_that_mtu() {
+        // Three 1514-byte frames queued, each 500 ms old when served: the two left behind one
+        // (3028 bytes) are within a 9000-byte device's psched_mtu but not a 1500-byte one's
+        // (codel_should_drop: `backlog <= params->mtu`).
+        let drops_at = |psched_mtu_bytes: u32| {
+            let aqm = crate::AqmConfig::Codel(CodelConfig::default());
+            let mut q: crate::AnyQdisc<u32> = aqm.build(crate::QueueLimit::Packets(1000), 10_000_000, psched_mtu_bytes);
+            let (mut rng, mut dropped) = (SimRng::new(1), Vec::new());
+            for i in 0..3u32 {
+                q.enqueue(SimTime::ZERO, pkt(i, Ecn::NotEct), &mut rng, &mut dropped);
+            }
+            for i in 3..200u64 {
+                q.dequeue(SimTime(i * 500_000_000), &mut rng, &mut dropped);
+                q.enqueue(SimTime(i * 500_000_000), pkt(i as u32, Ecn::NotEct), &mut rng, &mut dropped);
+            }
+            dropped.len()
+        };
+        assert_eq!(drops_at(9014), 0);
+        assert!(drops_at(PSCHED_MTU_BYTES) > 0);
+    }
+
+    #[test]
     fn with_ecn_codel_marks_ect_packets_instead_of_dropping_them() {
         let (drops, _, q) = overload(true, 1_000_000, 500_000, 1_000_000_000);
         assert!(drops.is_empty());

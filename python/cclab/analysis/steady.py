@@ -104,7 +104,7 @@ def verdict(
     jain = _jain(flows)
     base = {"window_start_s": warmup_s, "window_end_s": end_s, "jain_index": jain}
     # Plain arrays once: a run's verdict is taken at every store, and pandas' indexing cost
-    # more than the sums (26 ms of a sweep run's 100 outside the simulator).
+    # more than the sums (11.5 ms a verdict over the table, 5.6 over arrays).
     series = _Series(flow_series)
     if flows is not None and "completed" in flows.columns:
         series = series.without(flows.loc[flows["completed"].astype(bool), "flow_id"].to_numpy())
@@ -174,7 +174,7 @@ def link_shares_over_time(flow_series: pd.DataFrame, *, rate_bps: float, window_
     series = flow_series[["time_s", "flow_id", "throughput_mbps"]].dropna()
     if series.empty:
         return pd.DataFrame({"time_s": [], "flow_id": [], "share": []})
-    interval_s = _interval_s(series) or window_s
+    interval_s = _interval_s(series["time_s"].to_numpy()) or window_s
     samples = max(1, round(window_s / interval_s))
     ceiling_mbps = rate_bps / 1e6 * GOODPUT_PER_LINE_RATE
     wide = series.pivot_table(index="time_s", columns="flow_id", values="throughput_mbps", aggfunc="sum").sort_index()
@@ -253,12 +253,12 @@ class _Series:
         return int(counts.min()) if counts.size else 0
 
     def interval_s(self) -> float:
-        times = np.sort(pd.unique(self.time_s))
-        return float(np.median(np.diff(times))) if times.size > 1 else 0.0
+        return _interval_s(self.time_s)
 
 
-def _interval_s(series: pd.DataFrame) -> float:
-    times = np.sort(series["time_s"].unique())
+def _interval_s(time_s: np.ndarray) -> float:
+    """The series' sampling interval: the median step between its distinct sample times."""
+    times = np.sort(pd.unique(time_s))
     return float(np.median(np.diff(times))) if times.size > 1 else 0.0
 
 

@@ -93,8 +93,6 @@ def _check_bytes(text: str) -> str:
     return text
 
 
-
-
 def _check_ecn(value: Any) -> Any:
     if isinstance(value, bool) or value == "accecn":
         return value

@@ -217,7 +217,7 @@ def kernel_qdisc_args(ifname: str, aqm: Mapping, bottleneck: Mapping, rate_bps: 
     kind = aqm["kind"]
     head = ["tc", "qdisc", "add", "dev", ifname, "parent", TBF_CLASS, "handle", CHILD_HANDLE, kind]
     pkts = buffer_packets(bottleneck, frame_bytes)
-    buffer_bytes = queue_limit_bytes(dict(bottleneck), frame_bytes)
+    buffer_bytes = queue_limit_bytes(bottleneck, frame_bytes)
     if kind in ("codel", "fq_codel", "pie"):
         limit = min(int(aqm["limit_packets"]), pkts)
         how = f"limit = min(limit_packets {aqm['limit_packets']}, buffer {pkts} full frames) packets: {kind} has no byte limit"

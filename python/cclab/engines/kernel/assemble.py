@@ -10,8 +10,8 @@ from cclab.engines.kernel import netem, topology, window
 from cclab.engines.kernel.link_changes import offered_bits
 from cclab.engines.kernel.sampler import Sampler
 from cclab.engines.kernel.shaping import HEADERS_BYTES
-from cclab.units import FRAME_BYTES
 from cclab.engines.kernel.traffic import ClientReport, FlowPlan
+from cclab.units import FRAME_BYTES
 
 #: Validity thresholds (docs/KERNEL_TESTBED.md, "Validity").
 MAX_LATENESS_FRACTION_OF_RTT = 0.01

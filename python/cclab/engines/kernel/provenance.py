@@ -70,8 +70,8 @@ def provenance(
             "router": topo.router,
             "receiver": topo.receiver,
             "senders": topo.senders,
-            # Read back from the devices: the sender's, the bottleneck's and the receiver's.
             "mtu_bytes": topo.mtu_bytes,
+            # As the kernel reports them: the sender's, the bottleneck's and the receiver's device.
             "device_mtu_bytes": {
                 "sender_eth0": topology.device_mtu_bytes(topo.senders[0]),
                 "router_bottleneck": topology.device_mtu_bytes(topo.router, topology.ROUTER_BOTTLENECK_IFNAME),

@@ -7,13 +7,14 @@ All rules live in the run's own router and receiver namespaces. Each rule carrie
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cclab.engines.kernel.netns import iproute_in, ns_run
 from cclab.engines.kernel.topology import HOST_IFNAME, ROUTER_BOTTLENECK_IFNAME, Topology, sender_ip
 
 #: tbf bucket: at least 10 frames, and at least 250 µs at line rate. Smaller buckets could
-#: not reach the rate at 1 Gbit/s (3 KB reached 790 Mbit/s; testbed notes).
+#: not reach the rate at 1 Gbit/s (3 KB reached 790 Mbit/s; docs/KERNEL_TESTBED.md).
 TBF_MIN_BURST_FRAMES = 10
 TBF_BURST_S = 250e-6
 #: IP total length of a segment without payload: 20 B IP + 32 B TCP with timestamps.
@@ -60,7 +61,7 @@ def install_sender_qdiscs(topo: Topology, kind: str, under_access_link: bool) ->
         ns_run(ns, "tc", "qdisc", "add", "dev", HOST_IFNAME, *where, kind)
 
 
-def queue_limit_bytes(bottleneck: dict, frame_bytes: int) -> int:
+def queue_limit_bytes(bottleneck: Mapping, frame_bytes: int) -> int:
     """The scenario's buffer in bytes (a packet-counted one as full frames of `frame_bytes`)."""
     if bottleneck.get("queue_limit_bytes") is not None:
         return int(bottleneck["queue_limit_bytes"])

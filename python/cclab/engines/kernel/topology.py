@@ -164,7 +164,7 @@ def rps_mask() -> str | None:
 
 def steer_receive_work(topo: Topology) -> None:
     """RPS: a released ACK runs the whole downstream chain inside the verdict call; moving
-    veth receive processing off CPU0 keeps those calls short (testbed notes)."""
+    veth receive processing off CPU0 keeps those calls short (docs/KERNEL_TESTBED.md)."""
     mask = rps_mask()
     if mask is None:
         return
