@@ -109,6 +109,28 @@ def test_a_sweep_with_one_runaway_point_is_refused_whole_before_any_run(tmp_path
     assert not (tmp_path / "out" / "runs").exists()
 
 
+def cpu_seconds_of(pid: int) -> float:
+    """User and system CPU a live process has used so far (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_with_cpu_seconds(process: subprocess.Popen, timeout_s: float) -> tuple[int, float]:
+    """Reap the process and return its exit code and its whole CPU use (wait4's rusage)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            if process.stdout:
+                process.stdout.close()
+            return process.returncode, usage.ru_utime + usage.ru_stime
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"still running {timeout_s} s after Ctrl-C")
+        time.sleep(0.05)
+
+
 def test_ctrl_c_stops_a_long_simulation_promptly_with_exit_130_and_nothing_written(tmp_path: Path) -> None:
     # About half a minute of simulation: 100 flows at 1 Gbit/s for 600 s.
     spec = write_spec(tmp_path / "long.toml", spec_dict(duration_s=600, bottleneck={"rate_mbps": 1000, "rtt_ms": 20}, flows=[{"cc": "cubic", "count": 100}]))
@@ -123,15 +145,16 @@ def test_ctrl_c_stops_a_long_simulation_promptly_with_exit_130_and_nothing_writt
         assert process.poll() is None, process.communicate()
         time.sleep(0.1)
     time.sleep(SHOW_AFTER_S + 2.0)
+    cpu_before_s = cpu_seconds_of(process.pid)
     process.send_signal(signal.SIGINT)
-    sent = time.monotonic()
-    process.communicate(timeout=10)
+    returncode, cpu_total_s = wait_with_cpu_seconds(process, timeout_s=60)
     stderr = log.read_text(encoding="utf-8")
-    stopped_after_s = time.monotonic() - sent
-    assert process.returncode == 130, stderr
-    # Well before the run's own end (about half a minute); how soon on a quiet machine (under a
-    # second) is measured by bench/ctrl_c_latency.py, not asserted beside a busy test suite.
-    assert stopped_after_s < 5.0
+    assert returncode == 130, stderr
+    # Promptly: the CPU the process spends after the signal, not wall time, which a busy test
+    # suite (this file runs at idle priority beside the kernel tests) stretches without bound.
+    # The run's own end is about half a minute of CPU; the binding looks every 0.1 s of wall
+    # time. How soon in wall time on a quiet machine is bench/ctrl_c_latency.py's figure.
+    assert cpu_total_s - cpu_before_s < 2.0, (cpu_before_s, cpu_total_s)
     assert "interrupted: nothing written" in stderr
     assert "ETA" in stderr and "long" in stderr  # the bar, named after the spec
     assert not out.exists()
