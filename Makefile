@@ -70,7 +70,8 @@ test: system-deps browser-deps
 	# target directory (so neither waits for the other's lock): the install's build takes the
 	# CPU first, and the tests start as soon as it is done. Then the kernel engine's tests
 	# (tests/kernel) run in real time, one at a time, at normal priority, with the CPU-bound
-	# rest beside them, also under SCHED_IDLE: one pytest worker per core, a file to a worker
+	# rest beside them, also under SCHED_IDLE: one pytest worker per core, a file to a worker,
+	# the longest files first (tests/conftest.py LONGEST_FILES)
 	# (module fixtures run once). An idle-policy task gives way at once to the kernel runs'
 	# tasks (the delay line is SCHED_FIFO besides): measured here, kernel runs beside it were as
 	# punctual as alone or more (a busy vCPU is not descheduled by the hypervisor), and their
@@ -83,7 +84,7 @@ test: system-deps browser-deps
 		'cargo test --workspace --exclude cclab-py --no-run && cargo test --workspace --exclude cclab-py' > target/cargo-test.log 2>&1 & cargo=$$!; \
 	$(MAKE) --no-print-directory install || { wait $$cargo; exit 1; }; \
 	echo "make test: installed after $$SECONDS s"; \
-	chrt --idle 0 $(VENV)/bin/pytest -n auto --dist loadfile --ignore=tests/kernel > target/pytest-rest.log 2>&1 & rest=$$!; \
+	chrt --idle 0 $(VENV)/bin/pytest -n auto --dist loadfile --no-loadscope-reorder --ignore=tests/kernel > target/pytest-rest.log 2>&1 & rest=$$!; \
 	$(VENV)/bin/pytest tests/kernel || status=$$?; \
 	echo "make test: kernel tests done after $$SECONDS s"; \
 	wait $$rest || status=$$?; cat target/pytest-rest.log; echo "make test: the rest done after $$SECONDS s"; \

@@ -17,11 +17,14 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
-#: The files that keep a worker busiest (their measured share of `make test`'s parallel part,
-#: docs/BENCHMARKS.md), run first: with a file to a worker, one of them started last would
-#: leave the other core idle at the end.
-LONGEST_FILES = ("test_studies_cao_rebbr_cliff.py", "test_sweep_ray.py", "test_studies_many_flows.py")
-
+#: The files that keep a worker busiest, longest first (CPU seconds each file took alone,
+#: 2026-12-02: Ray 55 s of wall, the cao/rebbr/cliff studies 50, the many-flow studies 33,
+#: sweeps 19, steady state 16, the AQM studies 13, budgets 12, the CLI 11, the settings study
+#: 11): with a file to a worker, one of them started last would leave the other core idle at
+#: the end. `make test` passes --no-loadscope-reorder, or xdist would order files by their
+#: number of tests instead.
+LONGEST_FILES = ("test_sweep_ray.py", "test_studies_cao_rebbr_cliff.py", "test_studies_many_flows.py", "test_sweep_run.py",
+                 "test_steady_state.py", "test_studies_aqm.py", "test_run_budget.py", "test_cli.py", "test_studies_settings.py")  # fmt: skip
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest files first, the rest in their usual order (a stable sort)."""
