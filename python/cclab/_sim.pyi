@@ -21,3 +21,16 @@ def run_json(
 
 def model_version() -> int:
     """Version of the simulated behaviour; sweeps key runs on it."""
+
+def compare_json(
+    config_json: str,
+    candidate_json: str,
+    progress: Callable[[int, int], object] | None = None,
+    progress_interval_s: float = 0.2,
+) -> str:
+    """Run the config with its first flow's CC driving, make each of its state-changing hook
+    calls also on a fresh copy of that CC and on `candidate_json`'s flow's CC, and return where
+    their answers parted (crates/cclab-sim/src/differential.rs) as JSON. Progress, Ctrl-C and
+    errors as in `run_json`.
+    """
+    ...

@@ -146,7 +146,7 @@ def check(spec: SpecArgument) -> None:
     sys.stdout.write(json.dumps(config, indent=2) + "\n")
 
 
-cc_app = typer.Typer(no_args_is_help=True, help="Your own congestion control from its BPF C source.")
+cc_app = typer.Typer(no_args_is_help=True, help="Your own congestion control from its BPF C source: check it, compare it hook by hook.")
 app.add_typer(cc_app, name="cc")
 
 
@@ -162,6 +162,23 @@ def cc_check(source: Annotated[str, typer.Argument(metavar="FILE.c[:NAME]", help
     sys.stdout.write("\n".join(checker.render(result)) + "\n")
     if not result.ok:
         _fail(CclabError(result.simulator_build or result.kernel_build or "failed"))
+
+
+@cc_app.command("compare")
+def cc_compare(
+    source: Annotated[str, typer.Argument(metavar="FILE.c[:NAME]", help="the congestion control to compare: a C source or a built-in name", show_default=False)],
+    against: Annotated[str, typer.Option("--against", help="the congestion control it is compared with, which drives the run: a built-in name or a C source", show_default=False)],
+    spec: Annotated[Path | None, typer.Argument(metavar="[SPEC]", help="the scenario (its first flow is the one compared) [default: 100 Mbit/s, 20 ms, 1 BDP, 10 s]", show_default=False)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the comparison as one JSON object")] = False,
+) -> None:
+    """Drive two congestion controls through the same hook calls of a simulated run and show where their answers first part."""
+    from cclab.engines import cc_compare as comparer
+
+    try:
+        comparison = comparer.compare(source, against, spec)
+    except CclabError as error:
+        _fail(error)
+    sys.stdout.write((json.dumps(comparison) if as_json else "\n".join(comparer.render(comparison))) + "\n")
 
 
 @app.command()

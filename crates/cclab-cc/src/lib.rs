@@ -9,13 +9,14 @@
 //!
 //! One file per algorithm: [`reno`], [`cubic`], [`dctcp`], [`prague`], [`bbr`] (BBRv1) and
 //! [`bbr3`] (BBRv3 and BBRv2alpha), one file per BBR state or mechanism; [`native`] runs a
-//! user's BPF struct_ops source, built natively.
-//! [`AnyCc`] is the single dispatch enum.
+//! user's BPF struct_ops source, built natively; [`differential`] records one CC's hook calls
+//! and drives two others through them. [`AnyCc`] is the single dispatch enum.
 
 pub mod bbr;
 pub mod bbr3;
 pub mod cubic;
 pub mod dctcp;
+pub mod differential;
 pub mod hystart;
 pub mod native;
 pub mod prague;
@@ -359,6 +360,8 @@ pub enum AnyCc {
     Bbr3(Box<bbr3::Bbr3>),
     /// A user's BPF source (its hooks run through the library's bridge).
     Native(Box<native::NativeCc>),
+    /// Any of the above, its state-changing hook calls kept (differential.rs).
+    Recorded(Box<differential::Recorder>),
 }
 
 macro_rules! dispatch {
@@ -371,6 +374,7 @@ macro_rules! dispatch {
             AnyCc::Bbr($cc) => $body,
             AnyCc::Bbr3($cc) => $body,
             AnyCc::Native($cc) => $body,
+            AnyCc::Recorded($cc) => $body,
         }
     };
 }

@@ -236,7 +236,11 @@ impl NativeCc {
         tcp.snd_cwnd_clamp = c.snd_cwnd_clamp;
         tcp.snd_ssthresh = c.snd_ssthresh;
         tcp.prior_cwnd = c.prior_cwnd;
-        tcp.app_limited = c.app_limited;
+        // tp->app_limited is a u32 in Linux (~0U until the first delivery, where the simulator
+        // keeps u64::MAX): only a value the CC wrote is taken back (cclab cc compare found it).
+        if c.app_limited != tcp.app_limited as u32 as u64 {
+            tcp.app_limited = c.app_limited;
+        }
         tcp.pacing_rate_bytes_per_sec = c.pacing_rate;
         self.pacing_needed = c.pacing_needed != 0;
         ret

@@ -18,13 +18,34 @@ const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 #[pyo3(signature = (config_json, progress=None, progress_interval_s=0.2))]
 fn run_json(py: Python<'_>, config_json: &str, progress: Option<PyObject>, progress_interval_s: f64) -> PyResult<String> {
     let config = config_json.to_owned();
+    observed(py, progress, progress_interval_s, |observe| cclab_sim::run_json_observed(&config, observe))
+}
+
+/// `cclab cc compare`: runs the config with its first flow's CC recorded and returns how a
+/// fresh copy of that CC and `candidate_json`'s (a flow) answered the same hook calls (JSON).
+/// Progress and Ctrl-C as in `run_json`.
+#[pyfunction]
+#[pyo3(signature = (config_json, candidate_json, progress=None, progress_interval_s=0.2))]
+fn compare_json(py: Python<'_>, config_json: &str, candidate_json: &str, progress: Option<PyObject>, progress_interval_s: f64) -> PyResult<String> {
+    let (config, candidate) = (config_json.to_owned(), candidate_json.to_owned());
+    observed(py, progress, progress_interval_s, |observe| cclab_sim::differential::compare_json(&config, &candidate, observe))
+}
+
+/// Runs `simulate` without the GIL, handing it an observer that looks for Ctrl-C every
+/// SIGNAL_CHECK_INTERVAL and calls `progress` every `progress_interval_s` of wall time.
+fn observed(
+    py: Python<'_>,
+    progress: Option<PyObject>,
+    progress_interval_s: f64,
+    simulate: impl FnOnce(&mut dyn FnMut(cclab_sim::cc::SimTime, u64) -> bool) -> Result<String, String> + Send,
+) -> PyResult<String> {
     let progress_interval = Duration::from_secs_f64(progress_interval_s.max(0.0));
     let mut raised: Option<PyErr> = None;
     let outcome = py.allow_threads(|| {
         let started = Instant::now();
         let mut last_signal_check = started;
         let mut last_progress = started;
-        cclab_sim::run_json_observed(&config, |now, events| {
+        let mut observe = |now: cclab_sim::cc::SimTime, events: u64| {
             let wall = Instant::now();
             let report = progress.is_some() && wall.duration_since(last_progress) >= progress_interval;
             if !report && wall.duration_since(last_signal_check) < SIGNAL_CHECK_INTERVAL {
@@ -48,7 +69,8 @@ fn run_json(py: Python<'_>, config_json: &str, progress: Option<PyObject>, progr
                     false
                 }
             }
-        })
+        };
+        simulate(&mut observe)
     });
     match (outcome, raised) {
         (_, Some(error)) => Err(error),
@@ -72,6 +94,7 @@ fn model_version() -> u32 {
 #[pymodule]
 fn _sim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_json, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_json, m)?)?;
     m.add_function(wrap_pyfunction!(constants, m)?)?;
     m.add_function(wrap_pyfunction!(model_version, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -7,6 +7,7 @@
 //! results.
 
 pub mod config;
+pub mod differential;
 pub mod event;
 pub mod jitter;
 pub mod metrics;

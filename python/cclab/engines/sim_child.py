@@ -1,12 +1,14 @@
-"""`python -m cclab.engines.sim_child`: one simulation in a process of its own, for a run
-whose congestion control is a user's native library (engines/native_cc.py). The resolved
+"""`python -m cclab.engines.sim_child [compare]`: one simulation in a process of its own, for
+a run whose congestion control is a user's native library (engines/native_cc.py). The resolved
 config arrives on stdin, the result leaves on stdout; a config the simulator refuses exits
 with status 3 and its one line on stderr, a run the user's CC broke (a window of 0) with 4.
-A crash in the user's code ends this process only.
+A crash in the user's code ends this process only. With `compare`, stdin holds
+{"config": ..., "candidate": flow} and stdout the comparison (engines/cc_compare.py).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 from cclab import _sim
@@ -15,10 +17,14 @@ REFUSED_EXIT = 3
 FAILED_EXIT = 4
 
 
-def main() -> int:
-    config_json = sys.stdin.read()
+def main(args: list[str]) -> int:
+    given = sys.stdin.read()
     try:
-        output = _sim.run_json(config_json, None)
+        if args == ["compare"]:
+            request = json.loads(given)
+            output = _sim.compare_json(json.dumps(request["config"]), json.dumps(request["candidate"]))
+        else:
+            output = _sim.run_json(given, None)
     except (ValueError, RuntimeError) as error:
         print(error, file=sys.stderr)
         return REFUSED_EXIT
@@ -32,4 +38,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

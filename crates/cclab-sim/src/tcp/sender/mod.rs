@@ -119,6 +119,8 @@ pub struct TcpSender {
     /// The state the CC reads and writes.
     pub tcp: TcpState,
     cc: AnyCc,
+    /// The seed the CC was built with (differential.rs builds its two fresh CCs with it).
+    cc_seed: u64,
     /// The sender's skbs leave at its pacing clock: the CC asks for pacing (BBR), or fq paces.
     pacing: bool,
     /// The CC sets `sk_pacing_rate` itself; otherwise `tcp_update_pacing_rate` does.
@@ -212,6 +214,7 @@ impl TcpSender {
             flow_id,
             tcp,
             cc,
+            cc_seed,
             pacing,
             cc_sets_pacing_rate: pacing,
             cc_owns_cwnd: false,
@@ -338,6 +341,17 @@ impl TcpSender {
 
     pub fn cc(&self) -> &AnyCc {
         &self.cc
+    }
+
+    pub fn cc_seed(&self) -> u64 {
+        self.cc_seed
+    }
+
+    /// Hands every state-changing hook call of this flow's CC to `comparator` too
+    /// (`cclab cc compare`); the flow runs as it would without.
+    pub fn compare_cc_with(&mut self, comparator: cclab_cc::differential::Comparator) {
+        let cc = std::mem::replace(&mut self.cc, AnyCc::Reno(Default::default()));
+        self.cc = AnyCc::Recorded(Box::new(cclab_cc::differential::Recorder::new(cc, comparator)));
     }
 
     /// All data sent and acknowledged.

@@ -1,0 +1,116 @@
+"""`cclab cc compare FILE --against NAME [SPEC]`: two congestion controls driven by the same
+hook calls, and where their answers part.
+
+The scenario's first flow runs `--against` (a built-in CC or a C source) in the simulator,
+as any run would; every hook call that may change state is also made, from the same socket
+state, on a fresh copy of it and on FILE (crates/cclab-cc/src/differential.rs). The report
+says, per hook, how many calls gave a different answer and, per field (cwnd, ssthresh,
+pacing rate, mode, the named estimates), the first call where the two parted. A C source
+runs in a child process (engines/sim_child.py), so one that crashes ends only the comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from cclab.engines import native_cc
+from cclab.errors import CclabError
+from cclab.spec import load
+from cclab.spec.bpf_source import is_source
+from cclab.spec.scenario import paths_beside, read_toml
+
+#: The scenario when none is given: one flow at 100 Mbit/s, 20 ms, 1 BDP for 10 s, where a
+#: loss-based CC fills the buffer and recovers from its overflows several times.
+DEFAULT_SPEC: dict[str, Any] = {"duration_s": 10, "seed": 1, "bottleneck": {"rate_mbps": 100, "rtt_ms": 20, "buffer": "1bdp"}, "flows": [{"cc": "cubic"}]}
+
+
+def _absolute(cc: str) -> str:
+    """A C source named relative to the working folder, as a path that any spec folder keeps."""
+    if not is_source(cc):
+        return cc
+    path, sep, name = cc.partition(":")  # as spec/bpf_source.py reads FILE.c[:NAME]
+    return str(Path(path).resolve()) + sep + name
+
+
+def configs(candidate: str, against: str, spec: Path | None) -> tuple[dict, dict]:
+    """The resolved config the reference drives, and the candidate's first flow (its CC
+    built natively where it is a C source). Raises CclabError naming the field."""
+    data = paths_beside(read_toml(spec), spec.parent) if spec is not None else json.loads(json.dumps(DEFAULT_SPEC))
+    flows = data.get("flows") or [{}]
+    first = {k: v for k, v in flows[0].items() if k != "probe_bw_gain"} if isinstance(flows[0], dict) else {}
+    resolved = []
+    for cc in (against, candidate):
+        config = load({**data, "engine": "sim", "flows": [{**first, "cc": _absolute(cc)}, *flows[1:]]}).resolve()
+        config["flows"] = [_with_library(flow) for flow in config["flows"]]
+        resolved.append(config)
+    return resolved[0], resolved[1]["flows"][0]
+
+
+def _with_library(flow: dict) -> dict:
+    if "bpf_source" not in flow:
+        return flow
+    try:
+        library = native_cc.build(flow["bpf_source"])
+    except native_cc.NativeBuildError as error:
+        raise CclabError(f"flows[{flow['flow_id']}].cc: {error.line}") from None
+    return {**{k: v for k, v in flow.items() if k != "bpf_source"}, "native_cc": str(library)}
+
+
+def compare(candidate: str, against: str, spec: Path | None = None) -> dict:
+    """The comparison (crates/cclab-sim/src/differential.rs's JSON, with the scenario)."""
+    config, candidate_flow = configs(candidate, against, spec)
+    native = [flow["cc"] for flow in [*config["flows"], candidate_flow] if flow.get("native_cc")]
+    if native:
+        comparison = _compare_in_child(config, candidate_flow, native)
+    else:
+        from cclab import _sim
+
+        try:
+            comparison = json.loads(_sim.compare_json(json.dumps(config), json.dumps(candidate_flow)))
+        except ValueError as error:
+            raise CclabError(str(error)) from None
+    link = config["bottleneck"]
+    comparison["scenario"] = {"rate_mbps": link["rate_bps"] / 1e6, "rtt_ms": link["rtt_ns"] / 1e6, "duration_s": config["duration_ns"] / 1e9,
+                              "flows": len(config["flows"]), "seed": config["seed"], "spec": str(spec) if spec else None}  # fmt: skip
+    return comparison
+
+
+def _compare_in_child(config: dict, candidate_flow: dict, sources: list[str]) -> dict:
+    from cclab.engines import sim_child
+
+    done = subprocess.run([sys.executable, "-m", "cclab.engines.sim_child", "compare"], input=json.dumps({"config": config, "candidate": candidate_flow}),
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode == 0:
+        return json.loads(done.stdout)
+    if done.returncode < 0:
+        raise CclabError(f"the congestion control {', '.join(sorted(set(sources)))} crashed the comparison ({signal.Signals(-done.returncode).name})")
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    why = lines[-1] if lines else f"exit status {done.returncode}"
+    if done.returncode == sim_child.FAILED_EXIT:
+        why = why.replace("the congestion control", f"the congestion control {', '.join(sorted(set(sources)))}", 1)
+    raise CclabError(why)
+
+
+def render(comparison: dict) -> list[str]:
+    """The report, a line each."""
+    scenario = comparison["scenario"]
+    lines = [
+        f"{comparison['candidate']} against {comparison['reference']}, driven by {comparison['reference']}: "
+        f"{scenario['duration_s']:g} s at {scenario['rate_mbps']:g} Mbit/s, {scenario['rtt_ms']:g} ms ({scenario['spec'] or 'the default scenario'}, seed {scenario['seed']})",
+        f"{comparison['calls']:,} hook calls; {comparison['differing_calls']:,} answered differently",
+        f"  {'hook':16} {'calls':>9} {'differing':>10}",
+    ]
+    lines += [f"  {h['hook']:16} {h['calls']:>9,} {h['differing_calls']:>10,}" for h in comparison["hooks"]]
+    if not comparison["fields"]:
+        lines.append("every field agreed on every call")
+        return lines
+    lines.append("first difference per field (reference / candidate):")
+    for f in sorted(comparison["fields"], key=lambda f: f["first_call"]):
+        lines.append(f"  {f['field']:26} call {f['first_call']:,} ({f['first_hook']} at {f['first_time_ns'] / 1e9:.6f} s): "
+                     f"{f['reference']} / {f['candidate']}; differs on {f['calls']:,} calls")  # fmt: skip
+    return lines

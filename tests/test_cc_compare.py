@@ -1,0 +1,75 @@
+"""`cclab cc compare`: two congestion controls driven by the same hook calls of one simulated
+run, and where their answers part (crates/cclab-cc/src/differential.rs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+
+pytestmark = pytest.mark.sim
+
+DATA = REPO / "tests" / "data" / "cc"
+
+
+def compared(*args: str | Path) -> dict:
+    done = run_cli("cc", "compare", *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_source_of_reno_answers_every_hook_call_as_the_built_in_reno() -> None:
+    # tests/data/cc/reno.bpf.c calls the kernel's tcp_reno_* kfuncs: the same arithmetic on the
+    # same socket, so every answer matches, through slow start, losses and recovery.
+    comparison = compared(DATA / "reno.bpf.c", "--against", "reno")
+    assert comparison["calls"] > 100_000 and comparison["differing_calls"] == 0, comparison["fields"]
+    hooks = {hook["hook"]: hook["calls"] for hook in comparison["hooks"]}
+    assert hooks["init"] == 1 and hooks["ssthresh"] >= 1 and hooks["cong_avoid"] > 10_000
+    assert sum(hooks.values()) == comparison["calls"]
+
+
+def test_a_beta_of_seven_tenths_parts_from_reno_at_each_ssthresh_and_nowhere_before() -> None:
+    comparison = compared(REPO / "examples" / "cc" / "reno_beta07.bpf.c", "--against", "reno")
+    first = min(comparison["fields"], key=lambda field: field["first_call"])
+    assert (first["field"], first["first_hook"]) == ("returned", "ssthresh")
+    # tcp_reno_ssthresh: cwnd / 2; the source: cwnd x 717 / 1024, on the same cwnd.
+    cwnd = 2 * int(first["reference"])
+    assert int(first["candidate"]) in (cwnd * 717 // 1024, (cwnd + 1) * 717 // 1024)
+    hooks = {hook["hook"]: hook for hook in comparison["hooks"]}
+    assert hooks["ssthresh"]["differing_calls"] == hooks["ssthresh"]["calls"] >= 1
+    # Driven open loop, the two grow alike after each reduction: only ssthresh answers differ.
+    assert comparison["differing_calls"] == hooks["ssthresh"]["calls"]
+
+
+def test_two_built_in_ccs_compare_over_a_spec_of_the_users_own(tmp_path: Path) -> None:
+    spec = tmp_path / "link.toml"
+    spec.write_text('duration_s = 3\n[bottleneck]\nrate_mbps = 20\nrtt_ms = 40\nbuffer = "2bdp"\n[[flows]]\ncc = "reno"\n', encoding="utf-8")
+    comparison = compared("cubic", "--against", "reno", spec)
+    assert comparison["scenario"]["rate_mbps"] == 20 and comparison["scenario"]["duration_s"] == 3
+    assert (comparison["reference"], comparison["candidate"]) == ("reno", "cubic")
+    assert comparison["differing_calls"] > 0
+    done = run_cli("cc", "compare", "cubic", "--against", "reno", spec)
+    assert done.returncode == 0 and "driven by reno: 3 s at 20 Mbit/s, 40 ms" in done.stdout, done.stdout
+
+
+def test_a_source_that_crashes_ends_the_comparison_in_one_line_and_nothing_else() -> None:
+    done = run_cli("cc", "compare", DATA / "crashes.bpf.c", "--against", "reno")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert "crashes.bpf.c:crashes crashed the comparison (SIGSEGV)" in done.stderr
+
+
+def test_bad_input_is_one_line_naming_the_field_or_the_file(tmp_path: Path) -> None:
+    spec = tmp_path / "bad.toml"
+    spec.write_text("duration_s = 3\n[bottleneck]\nrate_mbps = -5\nrtt_ms = 40\n[[flows]]\ncc = \"reno\"\n", encoding="utf-8")
+    for args, expected in (
+        ((spec,), "bottleneck.rate_mbps"),
+        ((), "flows[0].cc"),  # no such congestion control
+    ):
+        done = run_cli("cc", "compare", "cubic" if args else "nosuchcc", "--against", "reno", *args)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("error: ") and done.stderr.strip().count("\n") == 0, done.stderr
+        assert expected in done.stderr, done.stderr
