@@ -73,3 +73,40 @@ def test_bad_input_is_one_line_naming_the_field_or_the_file(tmp_path: Path) -> N
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("error: ") and done.stderr.strip().count("\n") == 0, done.stderr
         assert expected in done.stderr, done.stderr
+
+
+#: The build parameters the kernel engine gives the project's BBR ports (engines/kernel/bpf_cc.py),
+#: with the simulator's CONFIG_HZ.
+PORT_DEFINES = ("-D", "CCLAB_HZ=250", "-D", "CCLAB_MAX_TCP_HEADER=320")
+BBR_PORTS = REPO / "crates" / "cclab-bpf-bbr"
+
+
+def test_the_kernel_engines_bbr_v1_port_answers_every_hook_call_as_the_simulators_bbr(tmp_path: Path) -> None:
+    # One source of truth: the port the kernel engine runs for other gains (bbr.bpf.c) and the
+    # simulator's Rust BBR, through random loss, a shallow buffer, CUBIC beside it, and a
+    # PROBE_RTT (the port refreshed min_rtt on an equal sample until this comparison found it).
+    spec = tmp_path / "lossy.toml"
+    spec.write_text('duration_s = 12\nseed = 3\n[bottleneck]\nrate_mbps = 50\nrtt_ms = 40\nbuffer = "0.25bdp"\nloss = 0.01\n'
+                    '[[flows]]\ncc = "bbr"\n[[flows]]\ncc = "cubic"\nstart_s = 2\n', encoding="utf-8")  # fmt: skip
+    comparison = compared(BBR_PORTS / "bbr.bpf.c", *PORT_DEFINES, "-D", "CCLAB_CA_NAME=cclab_bbr", "-D", "CCLAB_PROBE_BW_GAIN_PERMILLE=1250", "--against", "bbr", spec)
+    hooks = {hook["hook"]: hook["calls"] for hook in comparison["hooks"]}
+    assert hooks["cong_control"] > 10_000 and hooks["skb_marked_lost"] > 100 and hooks["set_state"] > 100
+    assert comparison["differing_calls"] == 0, comparison["fields"]
+
+
+@pytest.mark.parametrize(("version", "defines"), [("bbr3", ()), ("bbr2", ("-D", "CCLAB_BBR_V2ALPHA=1"))])
+def test_the_bbr_v2_and_v3_port_answers_as_the_simulators_without_loss_and_parts_only_once_losses_count(version: str, defines: tuple[str, ...], tmp_path: Path) -> None:
+    port = (BBR_PORTS / "bbr3.bpf.c", *PORT_DEFINES, *defines, "-D", f"CCLAB_CA_NAME=cclab_{version}", "--against", version)
+    # Its state lives in BPF socket storage (the shim keeps a value per map and socket).
+    # Without loss (10 BDP), through STARTUP, DRAIN, PROBE_BW's phases and a PROBE_RTT (5 s):
+    # every answer alike.
+    deep = tmp_path / "deep.toml"
+    deep.write_text(f'duration_s = 8\n[bottleneck]\nrate_mbps = 100\nrtt_ms = 20\nbuffer = "10bdp"\n[[flows]]\ncc = "{version}"\n', encoding="utf-8")
+    lossless = compared(*port, deep)
+    assert lossless["calls"] > 50_000 and lossless["differing_calls"] == 0, lossless["fields"]
+    # With STARTUP overflowing a 1 BDP buffer the port's loss signal is its own: it rebuilds
+    # rs->lost and rs->tx_in_flight, which mainline's rate sample lacks (docs/FIDELITY.md),
+    # so the two part there, and not before.
+    lossy = compared(*port)
+    first = min(lossy["fields"], key=lambda field: field["first_call"])
+    assert first["first_hook"] == "cong_control" and first["first_call"] > 1_000, first

@@ -748,7 +748,10 @@ static __always_inline void bbr_update_min_rtt(struct sock *sk, const struct rat
 	long rtt_us = rs->rtt_us;
 	bool filter_expired = after(now, bbr->min_rtt_stamp + bbr_min_rtt_win_sec * HZ);
 
-	if (rtt_us >= 0 && (rtt_us <= (long)bbr->min_rtt_us || (filter_expired && !rs->is_ack_delayed))) {
+	/* Strictly lower, as mainline tcp_bbr.c has it since 5.10 (earlier kernels had <=): equal
+	 * samples, such as the ms-granular RTTs of retransmissions, must not put PROBE_RTT off
+	 * for ever. `cclab cc compare` against the simulator's BBR found the port's <=. */
+	if (rtt_us >= 0 && (rtt_us < (long)bbr->min_rtt_us || (filter_expired && !rs->is_ack_delayed))) {
 		bbr->min_rtt_us = (__u32)rtt_us;
 		bbr->min_rtt_stamp = now;
 	}

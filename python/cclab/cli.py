@@ -169,13 +169,20 @@ def cc_compare(
     source: Annotated[str, typer.Argument(metavar="FILE.c[:NAME]", help="the congestion control to compare: a C source or a built-in name", show_default=False)],
     against: Annotated[str, typer.Option("--against", help="the congestion control it is compared with, which drives the run: a built-in name or a C source", show_default=False)],
     spec: Annotated[Path | None, typer.Argument(metavar="[SPEC]", help="the scenario (its first flow is the one compared) [default: 100 Mbit/s, 20 ms, 1 BDP, 10 s]", show_default=False)] = None,
+    define: Annotated[list[str] | None, typer.Option("--define", "-D", metavar="NAME=VALUE", help="a build parameter for the C sources, as clang's -D (repeatable)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the comparison as one JSON object")] = False,
 ) -> None:
     """Drive two congestion controls through the same hook calls of a simulated run and show where their answers first part."""
     from cclab.engines import cc_compare as comparer
 
+    defines = {}
+    for given in define or []:
+        name, sep, value = given.partition("=")
+        if not sep or not name.isidentifier():
+            _fail(CclabError(f"--define: {given!r} is not NAME=VALUE"))
+        defines[name] = value
     try:
-        comparison = comparer.compare(source, against, spec)
+        comparison = comparer.compare(source, against, spec, defines)
     except CclabError as error:
         _fail(error)
     sys.stdout.write((json.dumps(comparison) if as_json else "\n".join(comparer.render(comparison))) + "\n")

@@ -14,13 +14,17 @@
  *
  * Approximations, named (the simulator's TcpState has no more than this):
  * - lsndtime is the jiffy of the previous hook call (the simulator keeps no send time);
+ * - tcp_min_rtt() (rtt_min) is srtt: the simulator hands its CCs no windowed minimum, and
+ *   its own BBR reads srtt where tcp_bbr.c's init reads tcp_min_rtt(), both the handshake's
+ *   one sample then;
  * - packets_out is the packets in flight; max_packets_out is chosen so that
  *   bpf_tracing_net.h's tcp_is_cwnd_limited() answers as the simulator's TCP does;
  * - sequence numbers are the segment counts times the MSS, from zero (no random ISN);
  * - cong_control's `flag` holds FLAG_DATA_ACKED when the sample acked or SACKed data and
  *   FLAG_ECE when the ACK echoed CE; in_ack_event's flags CA_ACK_ECE alike;
  * - maps: bpf_map_lookup_elem finds nothing and bpf_map_update_elem stores nothing (a
- *   verified program checks for NULL); bpf_setsockopt and bpf_getsockopt fail;
+ *   verified program checks for NULL), but socket storage (bpf_sk_storage_get) holds a
+ *   value per map and socket, for up to 4 maps; bpf_setsockopt and bpf_getsockopt fail;
  * - bpf_tcp_send_ack does nothing: the simulator's receiver already sends the ACKs of
  *   DCTCP's CE state machine for a TCP_CONG_NEEDS_ECN congestion control.
  */
@@ -30,7 +34,7 @@
 #error "cclab-native: the simulator builds sources written against vmlinux.h; this one declares the kernel's structs itself (the older selftests' style with preserve_access_index), whose layout only the kernel engine can relocate"
 #endif
 
-#define CCLAB_ABI_VERSION 1
+#define CCLAB_ABI_VERSION 2
 
 /* include/net/tcp.h */
 #define CCLAB_FLAG_DATA_ACKED 0x04
@@ -48,6 +52,7 @@ struct cclab_tcp {
 	u64 delivered_ce;
 	u64 lost;
 	u64 app_limited;
+	u64 next_send_time_ns; /* tp->tcp_wstamp_ns: when the next paced skb may leave */
 	u32 mss_cache;
 	u32 snd_cwnd;
 	u32 snd_cwnd_cnt;
@@ -79,13 +84,24 @@ struct cclab_rs {
 	u32 ece;
 };
 
+/* Socket-local storage (BPF_MAP_TYPE_SK_STORAGE): a value per map, as many maps as a
+ * source is likely to define (the project's BBRv3 port keeps its state in one). */
+#define CCLAB_SK_STORAGE_MAPS 4
+
 struct cclab_sk {
 	struct tcp_sock tp; /* first: sk, icsk and tp share one address, as in the kernel */
+	struct {
+		void *map;
+		void *value;
+	} storage[CCLAB_SK_STORAGE_MAPS];
 	u64 now_ns;
-	u64 rng;
+	u64 rng[4]; /* xoshiro256**, as crates/cclab-cc/src/rng.rs SimRng */
 	u32 is_cwnd_limited;
 	u32 last_call_jiffies;
 };
+
+/* The network namespace every socket is in: Linux's sysctl defaults (tcp_min_tso_segs 2). */
+static struct net cclab_net = { .ipv4 = { .sysctl_tcp_min_tso_segs = 2 } };
 
 /* CONFIG_HZ of the kernel the simulator models (crates/cclab-cc/src/cubic.rs DEFAULT_HZ:
  * Linux's default and this machine's 6.18); a source's `extern ... CONFIG_HZ __kconfig`
@@ -110,6 +126,7 @@ static void cclab_sync_in(struct cclab_sk *w, const struct cclab_tcp *t)
 	w->is_cwnd_limited = t->is_cwnd_limited;
 	tp->tcp_clock_cache = t->now_ns;
 	tp->tcp_mstamp = t->now_ns / 1000;
+	tp->tcp_wstamp_ns = t->next_send_time_ns;
 	tp->delivered_mstamp = t->delivered_mstamp_ns / 1000;
 	tp->mss_cache = mss;
 	tp->snd_cwnd = t->snd_cwnd;
@@ -120,6 +137,7 @@ static void cclab_sync_in(struct cclab_sk *w, const struct cclab_tcp *t)
 	tp->snd_nxt = (u32)(t->snd_nxt_segs * mss);
 	tp->snd_una = (u32)(t->snd_una_segs * mss);
 	tp->srtt_us = t->srtt_us << 3;
+	tp->rtt_min.s[0].v = t->srtt_us ? t->srtt_us : ~0U;
 	tp->packets_out = t->packets_in_flight;
 	tp->delivered = (u32)t->delivered;
 	tp->delivered_ce = (u32)t->delivered_ce;
@@ -233,19 +251,42 @@ unsigned long long bpf_jiffies64(void)
 	return bpf_ktime_get_ns() / (1000000000ull / CCLAB_HZ);
 }
 
+/* crates/cclab-cc/src/rng.rs SimRng: xoshiro256**, seeded by SplitMix64 from the flow's CC
+ * seed, so a source draws the numbers a built-in CC of the same seed draws (BBR's first
+ * PROBE_BW phase, get_random_u32_below(): the top 32 bits times the bound). */
+static u64 cclab_splitmix(u64 *x)
+{
+	u64 z = (*x += 0x9E3779B97F4A7C15ULL);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+static u64 cclab_rotl(u64 x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+static u64 cclab_next_u64(u64 *s)
+{
+	u64 result = cclab_rotl(s[1] * 5, 7) * 9;
+	u64 t = s[1] << 17;
+
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = cclab_rotl(s[3], 45);
+	return result;
+}
+
 unsigned int bpf_get_prandom_u32(void)
 {
-	/* xorshift64*, per flow, seeded by the simulator. */
-	u64 x;
-
 	if (!cclab_current)
 		return 0;
-	x = cclab_current->rng;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	cclab_current->rng = x;
-	return (unsigned int)((x * 0x2545F4914F6CDD1DULL) >> 32);
+	return (unsigned int)(cclab_next_u64(cclab_current->rng) >> 32);
 }
 
 void *bpf_map_lookup_elem(void *map, const void *key)
@@ -264,13 +305,25 @@ long bpf_map_update_elem(void *map, const void *key, const void *value, unsigned
 	return -95; /* -EOPNOTSUPP */
 }
 
-void *bpf_sk_storage_get(void *map, void *sk, void *value, unsigned long long flags)
+/* bpf_sk_storage_get(): the socket's value for `map`, created (zeroed, or a copy of `value`)
+ * with BPF_SK_STORAGE_GET_F_CREATE; NULL when absent otherwise, or past CCLAB_SK_STORAGE_MAPS. */
+void *cclab_sk_storage_get(void *map, unsigned long value_bytes, void *sk, void *value, unsigned long long flags)
 {
-	(void)map;
-	(void)sk;
-	(void)value;
-	(void)flags;
-	return NULL;
+	struct cclab_sk *w = (struct cclab_sk *)sk;
+	int i;
+
+	for (i = 0; i < CCLAB_SK_STORAGE_MAPS && w->storage[i].map; i++)
+		if (w->storage[i].map == map)
+			return w->storage[i].value;
+	if (!(flags & 1 /* BPF_SK_STORAGE_GET_F_CREATE */) || i == CCLAB_SK_STORAGE_MAPS)
+		return NULL;
+	w->storage[i].value = __builtin_calloc(1, value_bytes);
+	if (!w->storage[i].value)
+		return NULL;
+	if (value)
+		__builtin_memcpy(w->storage[i].value, value, value_bytes);
+	w->storage[i].map = map;
+	return w->storage[i].value;
 }
 
 long bpf_setsockopt(void *bpf_socket, int level, int optname, void *optval, int optlen)
@@ -331,13 +384,29 @@ __attribute__((visibility("default"))) void *cclab_cc_new(u64 seed)
 {
 	struct cclab_sk *w = __builtin_calloc(1, sizeof(*w));
 
-	if (w)
-		w->rng = seed | 1;
+	if (w) {
+		struct sock *sk = (struct sock *)&w->tp;
+		u64 x = seed;
+
+		for (int i = 0; i < 4; i++)
+			w->rng[i] = cclab_splitmix(&x);
+		/* sock_init_data / tcp_init_sock: no cap on the pacing rate, a pacing shift of 10
+		 * (about 1 ms of data per skb), Linux's legacy GSO limits. */
+		sk->sk_max_pacing_rate = ~0UL;
+		sk->sk_pacing_shift = 10;
+		sk->sk_gso_max_size = 65536;
+		sk->sk_gso_max_segs = 65535;
+		sk->__sk_common.skc_net.net = &cclab_net;
+	}
 	return w;
 }
 
-__attribute__((visibility("default"))) void cclab_cc_free(void *w)
+__attribute__((visibility("default"))) void cclab_cc_free(void *handle)
 {
+	struct cclab_sk *w = handle;
+
+	for (int i = 0; w && i < CCLAB_SK_STORAGE_MAPS; i++)
+		__builtin_free(w->storage[i].value);
 	__builtin_free(w);
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::{AckSample, CaState, CongestionControl, CwndEvent, RateSample, TcpState};
 
 /// bridge.c's CCLAB_ABI_VERSION: a library built by another version of the shim is refused.
-const ABI_VERSION: u32 = 1;
+const ABI_VERSION: u32 = 2;
 /// include/net/tcp.h: TCP_CONG_NEEDS_ECN.
 const TCP_CONG_NEEDS_ECN: u32 = 0x2;
 
@@ -66,6 +66,7 @@ struct CTcp {
     delivered_ce: u64,
     lost: u64,
     app_limited: u64,
+    next_send_time_ns: u64,
     mss_cache: u32,
     snd_cwnd: u32,
     snd_cwnd_cnt: u32,
@@ -270,6 +271,7 @@ fn to_c(tcp: &TcpState) -> CTcp {
         delivered_ce: tcp.delivered_ce,
         lost: tcp.lost,
         app_limited: tcp.app_limited,
+        next_send_time_ns: tcp.next_send_time.as_nanos(),
         mss_cache: tcp.mss_bytes,
         snd_cwnd: tcp.snd_cwnd,
         snd_cwnd_cnt: tcp.snd_cwnd_cnt,

@@ -12,16 +12,18 @@ runs in a child process (engines/sim_child.py), so one that crashes ends only th
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from cclab.engines import native_cc
 from cclab.errors import CclabError
 from cclab.spec import load
-from cclab.spec.bpf_source import is_source
+from cclab.spec.bpf_source import is_source, source_digest
 from cclab.spec.scenario import paths_beside, read_toml
 
 #: The scenario when none is given: one flow at 100 Mbit/s, 20 ms, 1 BDP for 10 s, where a
@@ -37,33 +39,58 @@ def _absolute(cc: str) -> str:
     return str(Path(path).resolve()) + sep + name
 
 
-def configs(candidate: str, against: str, spec: Path | None) -> tuple[dict, dict]:
+def configs(candidate: str, against: str, spec: Path | None, defines: Mapping[str, str] | None = None) -> tuple[dict, dict]:
     """The resolved config the reference drives, and the candidate's first flow (its CC
-    built natively where it is a C source). Raises CclabError naming the field."""
+    built natively where it is a C source, with `defines`). Raises CclabError naming the field."""
     data = paths_beside(read_toml(spec), spec.parent) if spec is not None else json.loads(json.dumps(DEFAULT_SPEC))
     flows = data.get("flows") or [{}]
     first = {k: v for k, v in flows[0].items() if k != "probe_bw_gain"} if isinstance(flows[0], dict) else {}
     resolved = []
     for cc in (against, candidate):
-        config = load({**data, "engine": "sim", "flows": [{**first, "cc": _absolute(cc)}, *flows[1:]]}).resolve()
-        config["flows"] = [_with_library(flow) for flow in config["flows"]]
+        if is_source(cc) and defines:
+            # A source with build parameters (the project's BBR ports): its map's name is a
+            # macro the spec cannot read, so the flow is resolved with a stand-in and given
+            # the library built with them.
+            config = load({**data, "engine": "sim", "flows": [{**first, "cc": "reno"}, *flows[1:]]}).resolve()
+            config["flows"][0] = {**config["flows"][0], "cc": Path(cc.partition(":")[0]).name, "native_cc": str(_built_with(cc, defines))}
+        else:
+            config = load({**data, "engine": "sim", "flows": [{**first, "cc": _absolute(cc)}, *flows[1:]]}).resolve()
+        config["flows"] = [_with_library(flow, defines) for flow in config["flows"]]
         resolved.append(config)
     return resolved[0], resolved[1]["flows"][0]
 
 
-def _with_library(flow: dict) -> dict:
+def _built_with(cc: str, defines: Mapping[str, str]) -> Path:
+    """The library of a source whose struct_ops map is named by a macro."""
+    file_text, _, wanted = cc.partition(":")
+    path = Path(file_text).resolve()
+    if not path.is_file():
+        raise CclabError(f"{cc}: no such file")
+    variables = re.findall(r'SEC\(\s*"\.struct_ops(?:\.link)?"\s*\)\s*struct\s+tcp_congestion_ops\s+(\w+)', path.read_text(encoding="utf-8"))
+    variable = wanted or (variables[0] if len(variables) == 1 else "")
+    if variable not in variables:
+        raise CclabError(f"{cc}: name one of its struct_ops maps as FILE.c:NAME ({', '.join(variables) or 'it has none'})")
+    source = {"path": str(path), "struct_ops": variable, "sha256": source_digest(path)}
+    try:
+        return native_cc.build(source, defines=defines)
+    except native_cc.NativeBuildError as error:
+        raise CclabError(f"{cc}: {error.line}") from None
+
+
+def _with_library(flow: dict, defines: Mapping[str, str] | None) -> dict:
     if "bpf_source" not in flow:
         return flow
     try:
-        library = native_cc.build(flow["bpf_source"])
+        library = native_cc.build(flow["bpf_source"], defines=defines)
     except native_cc.NativeBuildError as error:
         raise CclabError(f"flows[{flow['flow_id']}].cc: {error.line}") from None
     return {**{k: v for k, v in flow.items() if k != "bpf_source"}, "native_cc": str(library)}
 
 
-def compare(candidate: str, against: str, spec: Path | None = None) -> dict:
-    """The comparison (crates/cclab-sim/src/differential.rs's JSON, with the scenario)."""
-    config, candidate_flow = configs(candidate, against, spec)
+def compare(candidate: str, against: str, spec: Path | None = None, defines: Mapping[str, str] | None = None) -> dict:
+    """The comparison (crates/cclab-sim/src/differential.rs's JSON, with the scenario); C
+    sources are built with `defines` (-D NAME=VALUE)."""
+    config, candidate_flow = configs(candidate, against, spec, defines)
     native = [flow["cc"] for flow in [*config["flows"], candidate_flow] if flow.get("native_cc")]
     if native:
         comparison = _compare_in_child(config, candidate_flow, native)

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -33,7 +34,8 @@ COMPILER_ERROR = re.compile(r"^(?:.*/)?([^/:]+:\d+:\d+: (?:fatal )?error: .*)$",
 
 #: The kfuncs bridge.c implements (Linux's net/ipv4/tcp_cong.c, exported to BPF CCs).
 SHIM_KFUNCS = frozenset({"tcp_reno_cong_avoid", "tcp_reno_ssthresh", "tcp_reno_undo_cwnd", "tcp_slow_start", "tcp_cong_avoid_ai"})
-HELPER_DECLARATION = re.compile(r"^\w[\w\s\*]*?\b(bpf_\w+)\s*\(", re.MULTILINE)
+#: A helper bpf_helpers.h declares, or defines as a macro over one of bridge.c's functions.
+HELPER_DECLARATION = re.compile(r"^(?:\w[\w\s\*]*?|#define\s+)\b(bpf_\w+)\s*\(", re.MULTILINE)
 
 
 @lru_cache(maxsize=1)
@@ -60,14 +62,17 @@ def shim_digest() -> str:
     return digest.hexdigest()
 
 
-def library_path(bpf_source: dict, cache: Path | None = None) -> Path:
-    key = hashlib.sha256(f"{bpf_source['sha256']}:{bpf_source['struct_ops']}:{shim_digest()}".encode()).hexdigest()[:16]
+def library_path(bpf_source: dict, cache: Path | None = None, defines: Mapping[str, str] | None = None) -> Path:
+    given = ",".join(f"{name}={value}" for name, value in sorted((defines or {}).items()))
+    key = hashlib.sha256(f"{bpf_source['sha256']}:{bpf_source['struct_ops']}:{shim_digest()}:{given}".encode()).hexdigest()[:16]
     return (cache or cache_dir()) / f"{bpf_source['struct_ops']}-{key}.so"
 
 
-def build(bpf_source: dict, cache: Path | None = None) -> Path:
-    """The shared library of a flow's `bpf_source` (the resolved config's), built if absent."""
-    lib = library_path(bpf_source, cache)
+def build(bpf_source: dict, cache: Path | None = None, defines: Mapping[str, str] | None = None) -> Path:
+    """The shared library of a flow's `bpf_source` (the resolved config's), built if absent;
+    `defines` are the build parameters a source asks for (-D NAME=VALUE), as the project's
+    BBR ports do."""
+    lib = library_path(bpf_source, cache, defines)
     if lib.exists():
         return lib
     clang = shutil.which("clang")
@@ -81,6 +86,7 @@ def build(bpf_source: dict, cache: Path | None = None) -> Path:
         # The shim's headers first; the file's own folder holds what it includes beside it.
         f"-I{SHIM_DIR / 'include'}", f"-I{source.parent}", "-DBPF_NO_PRESERVE_ACCESS_INDEX",
         f'-DCCLAB_SOURCE="{source}"', f"-DCCLAB_OPS={bpf_source['struct_ops']}",
+        *(f"-D{name}={value}" for name, value in sorted((defines or {}).items())),
         str(SHIM_DIR / "bridge.c"), "-o", str(tmp), "-Wl,-z,defs",
     ]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True)

@@ -67,6 +67,12 @@ enum {
 
 enum {
 	BPF_LOCAL_STORAGE_GET_F_CREATE = 1,
+	BPF_SK_STORAGE_GET_F_CREATE = 1,
+};
+
+/* Map flags (a map definition's map_flags). */
+enum {
+	BPF_F_NO_PREALLOC = 1,
 };
 
 /* include/net/sock.h: enum sk_pacing. */
@@ -101,9 +107,23 @@ enum inet_csk_ack_state_t {
 	ICSK_ACK_NOMEM = 32,
 };
 
+/* include/net/netns/ipv4.h, include/net/net_namespace.h: the sysctls a CC reads. */
+struct netns_ipv4 {
+	u8 sysctl_tcp_min_tso_segs;
+};
+
+struct net {
+	struct netns_ipv4 ipv4;
+};
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
 struct sock_common {
 	unsigned char skc_state;
 	unsigned short skc_family;
+	possible_net_t skc_net;
 };
 
 struct sock {
@@ -139,6 +159,16 @@ struct inet_connection_sock {
 	u64 icsk_ca_priv[13];
 };
 
+/* include/linux/win_minmax.h */
+struct minmax_sample {
+	u32 t;
+	u32 v;
+};
+
+struct minmax {
+	struct minmax_sample s[3];
+};
+
 struct tcp_sock {
 	struct inet_connection_sock inet_conn;
 	u32 mss_cache;
@@ -155,6 +185,7 @@ struct tcp_sock {
 	u32 rcv_nxt;
 	u32 high_seq;
 	u32 srtt_us; /* smoothed RTT << 3, in us */
+	struct minmax rtt_min; /* tcp_min_rtt() reads s[0].v, in us */
 	u32 mdev_us;
 	u32 packets_out;
 	u32 retrans_out;

@@ -29,6 +29,7 @@
 #define ___bpf_concat(a, b) a##b
 #define __stringify(x) #x
 #define barrier() __asm__ __volatile__("" : : : "memory")
+#define barrier_var(var) __asm__ __volatile__("" : "+r"(var))
 #define bpf_printk(fmt, ...) ((void)0)
 
 /* bridge.c */
@@ -37,7 +38,9 @@ unsigned long long bpf_jiffies64(void);
 unsigned int bpf_get_prandom_u32(void);
 void *bpf_map_lookup_elem(void *map, const void *key);
 long bpf_map_update_elem(void *map, const void *key, const void *value, unsigned long long flags);
-void *bpf_sk_storage_get(void *map, void *sk, void *value, unsigned long long flags);
+void *cclab_sk_storage_get(void *map, unsigned long value_bytes, void *sk, void *value, unsigned long long flags);
+/* The map's value type gives the storage's size, as the kernel reads it from the map's BTF. */
+#define bpf_sk_storage_get(map_, sk_, init_, flags_) cclab_sk_storage_get((map_), sizeof(*(map_)->value), (sk_), (init_), (flags_))
 long bpf_setsockopt(void *bpf_socket, int level, int optname, void *optval, int optlen);
 long bpf_getsockopt(void *bpf_socket, int level, int optname, void *optval, int optlen);
 long bpf_tcp_send_ack(void *tp, unsigned int rcv_nxt);
