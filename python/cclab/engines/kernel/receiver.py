@@ -228,10 +228,13 @@ def main(plan_path: str, report_path: str) -> None:
         plan = json.load(f)
     flows = [FlowState(int(p["flow_id"]), int(p["port"]), int(p["size_bytes"])) for p in plan["flows"]]
     rcvbuf_of_port = {int(p["port"]): p.get("rcvbuf_bytes") for p in plan["flows"]}
-    stop = threading.Event()
+    # SIGTERM sets a flag, not an Event: the handler runs in the main thread between two of
+    # its bytecodes, and Event.set() would wait for the Event's lock, which that thread may
+    # hold inside Event.wait() itself (a deadlock: once, CI's receiver was killed 10 s later).
+    stopped: list[bool] = []
     cutoff = Cutoff()
     threading.Thread(target=cutoff.read, args=(sys.stdin,), daemon=True).start()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
     print("receiver: serving", len(flows), "flows", flush=True)  # for the engine's error line if none is reported
     for flow in flows:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -243,9 +246,9 @@ def main(plan_path: str, report_path: str) -> None:
         listener.bind(("0.0.0.0", flow.port))
         listener.listen(4)
         threading.Thread(target=serve, args=(listener, flow, cutoff), daemon=True).start()
-    while not stop.is_set() and not all(f.done.is_set() for f in flows):
-        stop.wait(0.01)
-    print("receiver: reporting,", "stopped" if stop.is_set() else "every flow done", flush=True)
+    while not stopped and not all(f.done.is_set() for f in flows):
+        time.sleep(0.01)
+    print("receiver: reporting,", "stopped" if stopped else "every flow done", flush=True)
     tmp = report_path + ".tmp"
     with open(tmp, "w") as f:
         usage = resource.getrusage(resource.RUSAGE_SELF)
