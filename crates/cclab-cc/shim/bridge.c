@@ -355,6 +355,7 @@ enum cclab_op {
 	CCLAB_OP_MIN_TSO_SEGS,
 	CCLAB_OP_CONG_CONTROL,
 	CCLAB_OP_UNDO_CWND,
+	CCLAB_OP_SNDBUF_EXPAND,
 };
 
 __attribute__((visibility("default"))) u32 cclab_cc_abi(void)
@@ -372,7 +373,7 @@ __attribute__((visibility("default"))) u32 cclab_cc_ops(void)
 	       (o->set_state ? 1u << CCLAB_OP_SET_STATE : 0) | (o->cwnd_event ? 1u << CCLAB_OP_CWND_EVENT : 0) |
 	       (o->in_ack_event ? 1u << CCLAB_OP_IN_ACK_EVENT : 0) | (o->pkts_acked ? 1u << CCLAB_OP_PKTS_ACKED : 0) |
 	       (o->min_tso_segs ? 1u << CCLAB_OP_MIN_TSO_SEGS : 0) | (o->cong_control ? 1u << CCLAB_OP_CONG_CONTROL : 0) |
-	       (o->undo_cwnd ? 1u << CCLAB_OP_UNDO_CWND : 0);
+	       (o->undo_cwnd ? 1u << CCLAB_OP_UNDO_CWND : 0) | (o->sndbuf_expand ? 1u << CCLAB_OP_SNDBUF_EXPAND : 0);
 }
 
 __attribute__((visibility("default"))) u32 cclab_cc_flags(void)
@@ -416,8 +417,13 @@ __attribute__((visibility("default"))) u64 cclab_cc_call(void *handle, struct cc
 	struct sock *sk = (struct sock *)&w->tp;
 	const struct tcp_congestion_ops *o = &CCLAB_OPS;
 	u64 ret = 0;
+	u32 last_call_jiffies = w->last_call_jiffies;
 
 	cclab_sync_in(w, t);
+	/* A query (min_tso_segs, sndbuf_expand) is no call TCP makes on an ACK: lsndtime's
+	 * stand-in stays the previous hook's. */
+	if (op == CCLAB_OP_MIN_TSO_SEGS || op == CCLAB_OP_SNDBUF_EXPAND)
+		w->last_call_jiffies = last_call_jiffies;
 	cclab_current = w;
 	switch (op) {
 	case CCLAB_OP_INIT:
@@ -480,6 +486,9 @@ __attribute__((visibility("default"))) u64 cclab_cc_call(void *handle, struct cc
 	}
 	case CCLAB_OP_UNDO_CWND:
 		ret = o->undo_cwnd ? o->undo_cwnd(sk) : tcp_reno_undo_cwnd(sk);
+		break;
+	case CCLAB_OP_SNDBUF_EXPAND:
+		ret = o->sndbuf_expand ? o->sndbuf_expand(sk) : 0;
 		break;
 	}
 	cclab_current = 0;

@@ -11,9 +11,11 @@
 //! memory for three CCs.
 //!
 //! What is compared after each call: the socket fields a CC writes (`snd_cwnd`,
-//! `snd_ssthresh`, `snd_cwnd_cnt`, `sk_pacing_rate`, `tp->app_limited`, `prior_cwnd`), the
-//! hook's return value (`ssthresh`, whether `cong_control` ran) and the CC's published
-//! estimates (mode, bandwidth, min RTT, pacing gain, ECN alpha) where both publish one.
+//! `snd_ssthresh`, `snd_cwnd_cnt`, `sk_pacing_rate`, `sk_pacing_status`, `tp->app_limited`,
+//! `prior_cwnd`), the
+//! hook's return value (`ssthresh`, whether `cong_control` ran), what TCP asks of the CC
+//! between calls (`min_tso_segs`, `sndbuf_expand`), and the CC's published estimates (mode,
+//! bandwidth, min RTT, pacing gain, ECN alpha) where both publish one.
 
 use crate::{AckSample, AnyCc, CaState, CcTelemetry, CongestionControl, CwndEvent, LostPacket, RateSample, TcpState};
 
@@ -132,6 +134,9 @@ impl CongestionControl for Recorder {
     fn needs_pacing(&self) -> bool {
         self.inner.needs_pacing()
     }
+    fn has_cong_control(&self) -> bool {
+        self.inner.has_cong_control()
+    }
     fn sndbuf_expand(&self) -> Option<u32> {
         self.inner.sndbuf_expand()
     }
@@ -140,9 +145,17 @@ impl CongestionControl for Recorder {
     }
 }
 
+/// `sysctl_tcp_min_tso_segs`'s default (net/ipv4/tcp_ipv4.c).
+const TCP_DEFAULT_MIN_TSO_SEGS: u32 = 2;
+/// `tcp_sndbuf_expand`'s multiple of cwnd for a CC without `.sndbuf_expand` (tcp_input.c).
+const TCP_DEFAULT_SNDBUF_EXPAND: u32 = 2;
+
 /// What is compared after every call, in this order.
-pub const FIELDS: [&str; 12] = [
+pub const FIELDS: [&str; 15] = [
     "returned",
+    "pacing_needed",
+    "min_tso_segs",
+    "sndbuf_expand",
     "snd_cwnd",
     "snd_ssthresh",
     "snd_cwnd_cnt",
@@ -158,9 +171,16 @@ pub const FIELDS: [&str; 12] = [
 
 /// One CC's outputs after one call, as text (so every field compares and prints alike);
 /// `None` where the CC publishes no such value.
-fn outputs(returned: Option<u64>, tcp: &TcpState, telemetry: &CcTelemetry) -> [Option<String>; 12] {
+fn outputs(returned: Option<u64>, cc: &AnyCc, tcp: &TcpState) -> [Option<String>; 15] {
+    let telemetry = cc.telemetry(tcp);
     [
         returned.map(|v| v.to_string()),
+        Some(cc.needs_pacing().to_string()),
+        // What TCP asks of the CC without a call that changes it, as TCP then uses it: the
+        // skb floor (else sysctl_tcp_min_tso_segs) and the send buffer's multiple of cwnd
+        // (else tcp_sndbuf_expand's own), both 2 in Linux.
+        Some(cc.min_tso_segs(tcp).unwrap_or(TCP_DEFAULT_MIN_TSO_SEGS).to_string()),
+        Some(cc.sndbuf_expand().unwrap_or(TCP_DEFAULT_SNDBUF_EXPAND).to_string()),
         Some(tcp.snd_cwnd.to_string()),
         Some(tcp.snd_ssthresh.to_string()),
         Some(tcp.snd_cwnd_cnt.to_string()),
@@ -229,8 +249,10 @@ impl Comparator {
         let hook = call.hook();
         let mut ref_tcp = before.clone();
         let mut cand_tcp = before.clone();
-        let ref_out = outputs(call.apply(&mut self.reference, &mut ref_tcp), &ref_tcp, &self.reference.telemetry(&ref_tcp));
-        let cand_out = outputs(call.apply(&mut self.candidate, &mut cand_tcp), &cand_tcp, &self.candidate.telemetry(&cand_tcp));
+        let ref_returned = call.apply(&mut self.reference, &mut ref_tcp);
+        let ref_out = outputs(ref_returned, &self.reference, &ref_tcp);
+        let cand_returned = call.apply(&mut self.candidate, &mut cand_tcp);
+        let cand_out = outputs(cand_returned, &self.candidate, &cand_tcp);
         let hooks = &mut self.tally.hooks;
         let tally = match hooks.iter().position(|t| t.hook == hook) {
             Some(i) => &mut hooks[i],

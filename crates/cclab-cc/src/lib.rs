@@ -305,6 +305,12 @@ pub trait CongestionControl {
     fn needs_pacing(&self) -> bool {
         false
     }
+    /// Whether `.cong_control` is set, so that TCP leaves the pacing rate to the CC
+    /// (`tcp_cong_control` skips `tcp_update_pacing_rate`). The built-in CCs that have one
+    /// also pace, which the sender reads instead; a user's source may have either alone.
+    fn has_cong_control(&self) -> bool {
+        false
+    }
     /// `.sndbuf_expand`: how many congestion windows of memory send-buffer autotuning
     /// provisions (`tcp_sndbuf_expand`); `None` for TCP's 2 ("CUBIC needs 1.7").
     fn sndbuf_expand(&self) -> Option<u32> {
@@ -421,6 +427,9 @@ impl CongestionControl for AnyCc {
     }
     fn needs_pacing(&self) -> bool {
         dispatch!(self, cc => cc.needs_pacing())
+    }
+    fn has_cong_control(&self) -> bool {
+        dispatch!(self, cc => cc.has_cong_control())
     }
     fn sndbuf_expand(&self) -> Option<u32> {
         dispatch!(self, cc => cc.sndbuf_expand())

@@ -30,9 +30,10 @@ enum Op {
     CwndEvent = 5,
     InAckEvent = 6,
     PktsAcked = 7,
-    // 8: min_tso_segs, which the trait asks through &self: TCP's own sizing is kept.
+    MinTsoSegs = 8,
     CongControl = 9,
     UndoCwnd = 10,
+    SndbufExpand = 11,
 }
 
 impl Op {
@@ -47,8 +48,10 @@ impl Op {
             Op::CwndEvent => "cwnd_event",
             Op::InAckEvent => "in_ack_event",
             Op::PktsAcked => "pkts_acked",
+            Op::MinTsoSegs => "min_tso_segs",
             Op::CongControl => "cong_control",
             Op::UndoCwnd => "undo_cwnd",
+            Op::SndbufExpand => "sndbuf_expand",
         }
     }
 }
@@ -226,6 +229,16 @@ impl NativeCc {
         NativeCc { library: config.library.clone(), sock, last_delivered_ce: 0, ack_ece: false, pacing_needed: false }
     }
 
+    /// A hook that only answers (`min_tso_segs`, `sndbuf_expand`), which the trait asks
+    /// through `&self`: the socket is brought up to `tcp` and nothing is read back.
+    fn query(&self, tcp: &TcpState, op: Op) -> Option<u32> {
+        if !self.library.has(op) {
+            return None;
+        }
+        let mut c = to_c(tcp);
+        Some(unsafe { (self.library.call)(self.sock, &mut c, op as u32, 0, 0, std::ptr::null()) } as u32)
+    }
+
     fn call(&mut self, tcp: &mut TcpState, op: Op, a: u64, b: u64, sample: *const c_void) -> u64 {
         let mut c = to_c(tcp);
         let ret = unsafe { (self.library.call)(self.sock, &mut c, op as u32, a, b, sample) };
@@ -387,6 +400,18 @@ impl CongestionControl for NativeCc {
 
     fn needs_pacing(&self) -> bool {
         self.pacing_needed
+    }
+    fn has_cong_control(&self) -> bool {
+        self.library.has(Op::CongControl)
+    }
+    fn min_tso_segs(&self, tcp: &TcpState) -> Option<u32> {
+        self.query(tcp, Op::MinTsoSegs).filter(|&segs| segs > 0)
+    }
+    /// Asked once, when the sender is built (before `init`), as the simulator's send buffer
+    /// reads it; Linux asks at each expansion. A source's answer is a constant (BBR's 3).
+    fn sndbuf_expand(&self) -> Option<u32> {
+        // No socket yet: a fresh one (at the default MSS) stands in for it.
+        self.query(&TcpState::new(1448), Op::SndbufExpand).filter(|&n| n > 0)
     }
 }
 

@@ -192,6 +192,7 @@ impl TcpSender {
     pub fn new(flow_id: u32, cc_config: &CcConfig, mss_bytes: u32, size_bytes: Option<u64>, rwnd_bytes: Option<u64>, cc_seed: u64) -> Self {
         let cc = cc_config.build(cc_seed);
         let pacing = cc.needs_pacing();
+        let cc_sets_pacing_rate = pacing || cc.has_cong_control();
         // Both ends run the flow's CC, so one that asks for Accurate ECN gets it.
         let accecn = cc.needs_accecn();
         let (total_segments, last_segment_bytes) = match size_bytes {
@@ -216,7 +217,7 @@ impl TcpSender {
             cc,
             cc_seed,
             pacing,
-            cc_sets_pacing_rate: pacing,
+            cc_sets_pacing_rate,
             cc_owns_cwnd: false,
             total_segments,
             last_segment_bytes,
@@ -398,6 +399,12 @@ impl TcpSender {
         self.rtt.on_sample(syn_rtt, self.tcp.snd_una, self.tcp.snd_nxt);
         self.sync_state(now);
         self.cc.init(&mut self.tcp);
+        // A CC may ask for pacing in init, as tcp_bbr.c's bbr_init sets SK_PACING_NEEDED (a C
+        // source's does just that); TCP reads sk_pacing_status at each transmit.
+        if !self.pacing && self.cc.needs_pacing() {
+            self.pacing = true;
+            self.tcp.paced = true;
+        }
         // The SYN-ACK's tcp_ack ends in tcp_cong_control, which sets the first rate.
         self.update_unpaced_pacing_rate();
         self.send_buffer.on_established(self.tcp.snd_cwnd, TCP_REORDERING, self.tcp.snd_una, self.tcp.snd_nxt);
