@@ -81,6 +81,33 @@ def test_kfoury2021_quick_covers_all_eight_experiments_with_every_bbr_version(tm
             assert re.search(rf"\| {bbr_label} \| \d+ {bbr_label} \+ \d+ CUBIC \| {re.escape(queue_name)} \|", aqm_section), (bbr_label, queue_name)
 
 
+def test_kfoury2021_runs_your_cc_beside_the_three_bbrs_with_its_own_rows_and_figures(tmp_path: Path) -> None:
+    # Three of the experiments on a tiny plan (the full quick study is the test above): the
+    # heatmaps (shares matched by the results' name of the source), RTT unfairness (Jain per
+    # CC) and the loss sweep. The Reno-like example backs off by 0.3 per loss, CUBIC's beta.
+    from dataclasses import replace
+
+    from cclab.studies._common import user_cc
+    from cclab.studies.kfoury2021 import loss_aqm, many_flows
+    from cclab.studies.kfoury2021.plan import QUICK
+
+    source = str(EXAMPLES / "cc" / "reno_beta07.bpf.c")
+    plan = replace(QUICK, yours=user_cc(source)[0], heat_buffers=(1,), heat_losses=(0.0,), rtt_buffers=(2,), loss_rates=(0.0, 0.05), loss_buffers=(1,))
+    kw = {"engine": "sim", "jobs": 1, "include_invalid": False}
+    label = "reno_beta07.bpf.c:reno_beta07"
+    coexistence, _ = many_flows.coexistence(tmp_path, plan, kw)
+    row = next(line for line in coexistence.splitlines() if line.startswith(f"| {label} |"))
+    cubic_pct, yours_pct = (float(cell) for cell in row.split("|")[5:7])
+    assert 90 <= cubic_pct + yours_pct <= 100, row  # the two shares fill the link, less headers
+    assert (tmp_path / "coexistence_heatmap_yours.png").is_file()
+    unfairness, _ = many_flows.rtt_unfairness(tmp_path, plan, kw)
+    assert re.search(rf"{re.escape(label)} [01]\.\d\d -> [01]\.\d\d", unfairness), unfairness
+    sweep, _ = loss_aqm.loss_sweep(tmp_path, plan, kw)
+    assert f"| {label} | 1 | 5 |" in sweep
+    done = run_cli("reproduce", "kfoury2021", "--cc", "nosuch.bpf.c", "--quick", "--out", tmp_path / "refused")
+    assert done.returncode == 2 and "--cc: no such file" in done.stderr, done.stderr
+
+
 def test_kfoury2021_refuses_the_kernel_engine_before_running_anything(tmp_path: Path) -> None:
     from cclab.errors import CclabError
 

@@ -17,12 +17,14 @@ The summary opens with the slides' BBRv2 findings beside ours, a verdict each.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from cclab.errors import CclabError
+from cclab.studies._common import user_cc
 from cclab.studies._manyflows import md_table
 from cclab.studies.kfoury2021 import delay, loss_aqm, many_flows
-from cclab.studies.kfoury2021.plan import FULL, QUICK, Finding
+from cclab.studies.kfoury2021.plan import FULL, QUICK, Finding, label
 
 NAME = "kfoury2021"
 DESCRIPTION = (
@@ -31,7 +33,11 @@ DESCRIPTION = (
 )
 
 
-def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | None = None, include_invalid: bool = False) -> Path:
+def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | None = None, include_invalid: bool = False,
+        cc: str | None = None) -> Path:
+    """`cc`: a congestion control of the user's (a C source), run beside the three BBRs in
+    every experiment that has them (its rows, figures and grids named `yours`); the slides'
+    findings stay about BBRv2."""
     if engine == "kernel":
         raise CclabError(
             f"{NAME}: runs 100 flows at 1 Gbit/s, beyond what the kernel engine emulates faithfully on a "
@@ -39,6 +45,8 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
         )
     out_dir = Path(out_dir)
     plan = QUICK if quick else FULL
+    if cc is not None:
+        plan = replace(plan, yours=user_cc(cc)[0])
     kw = {"engine": engine, "jobs": jobs, "include_invalid": include_invalid}
     mode = "quick (a demo, not a measurement)" if quick else "full"
     sections: list[str] = []
@@ -56,6 +64,8 @@ def run(out_dir: Path, *, engine: str = "sim", quick: bool = False, jobs: int | 
         f"Mode: {mode}; engine {engine}; {plan.duration_s:g} s per run unless said. BBRv1 is Linux's tcp_bbr.c, "
         "BBRv2 google/bbr's v2alpha, BBRv3 its v3. Shares are of delivered goodput; utilization is the "
         "bottleneck's busy fraction.\n",
+        *([f"Your congestion control, {label(plan.yours)}, runs beside the three BBRs wherever they run; its "
+           "figures are the BBRs' with `yours` in place of the version (e.g. `coexistence_heatmap_yours.png`).\n"] if plan.yours else []),
         "\n## The slides' findings beside ours\n",
         md_table([f.row() for f in findings], ["experiment", "the slides", "ours", "verdict"]),
         "",

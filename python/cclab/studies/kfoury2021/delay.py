@@ -10,7 +10,7 @@ import pandas as pd
 from cclab.analysis import fairness, queue, timeseries
 from cclab.analysis.steady import warmup_s_of
 from cclab.studies._manyflows import Grid, bdp_label, invalid_note, md_table, run_grid
-from cclab.studies.kfoury2021.plan import ALL_CCS, BBRS, RATE_MBPS, WARMUP_S, Finding, Plan, buffer_bdp, label, link
+from cclab.studies.kfoury2021.plan import RATE_MBPS, WARMUP_S, Finding, Plan, buffer_bdp, label, link, slug
 
 #: Slide "Retransmissions - Number of Flows": BBRv1's rate is 2.5%-25% for any number of flows,
 #: BBRv2's "~2.5%" (we accept up to twice that).
@@ -21,7 +21,7 @@ SEED_BBR2_RETRANS = 0.025
 def retransmissions(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]:
     base = {"duration_s": plan.duration_s, "bottleneck": link(100, "0.02bdp"), "flows": [{"cc": "bbr", "count": 1}]}
     grid = run_grid(
-        out_dir, "retrans-vs-flows", base, {"flows.0.cc": list(ALL_CCS), "flows.0.count": list(plan.retrans_flows)},
+        out_dir, "retrans-vs-flows", base, {"flows.0.cc": list(plan.all_ccs), "flows.0.count": list(plan.retrans_flows)},
         columns={"flows.0.cc": "x_cc", "flows.0.count": "x_n"}, **kw,
     )  # fmt: skip
     rows = [
@@ -31,13 +31,13 @@ def retransmissions(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Find
     ]  # fmt: skip
     frame = pd.DataFrame(rows).sort_values(["cc", "flows"])
     timeseries.xy_figure(
-        {label(cc): frame[frame.x_cc == cc] for cc in ALL_CCS}, x="flows", y="retrans %", logx=True,
+        {label(cc): frame[frame.x_cc == cc] for cc in plan.all_ccs}, x="flows", y="retrans %", logx=True,
         xlabel="number of flows (log scale)", ylabel="retransmitted / sent segments (%)",
         title="Retransmission rate, 1 Gbit/s, 100 ms, 0.02 BDP buffer", stem=out_dir / "retrans_vs_flows",
-        colors={label(cc): timeseries.cc_color(cc) for cc in ALL_CCS},
+        colors={label(cc): timeseries.cc_color(cc) for cc in plan.all_ccs},
         hlines={"2.5% (seed: BBRv1 low end, BBRv2)": 2.5, "25% (seed: BBRv1 high end)": 25.0},
     )  # fmt: skip
-    by_cc = {cc: frame[frame.x_cc == cc].set_index("flows")["retrans %"] for cc in ALL_CCS}
+    by_cc = {cc: frame[frame.x_cc == cc].set_index("flows")["retrans %"] for cc in plan.all_ccs}
     lo, hi = (100 * v for v in SEED_BBR_RETRANS_RANGE)
     v1, v2 = by_cc["bbr"], by_cc["bbr2"]
     within = bool(((v1 >= lo) & (v1 <= hi)).all()) if not v1.empty else None
@@ -64,7 +64,7 @@ def queueing_delay(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Findi
     base = {"duration_s": plan.duration_s, "bottleneck": link(30, "10bdp"), "flows": [{"cc": "bbr", "count": 2}],
             "output": {"warmup_s": WARMUP_S}}  # flow RTTs and utilization after the start-up, as the delay
     grid = run_grid(
-        out_dir, "queueing-delay", base, {"flows.0.cc": list(ALL_CCS), "flows.0.count": list(plan.delay_flows)},
+        out_dir, "queueing-delay", base, {"flows.0.cc": list(plan.all_ccs), "flows.0.count": list(plan.delay_flows)},
         columns={"flows.0.cc": "x_cc", "flows.0.count": "x_n"}, **kw,
     )  # fmt: skip
     rows = []
@@ -75,7 +75,7 @@ def queueing_delay(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Findi
                      "queueing delay mean ms": delay.mean(), "p95 ms": delay.quantile(0.95),
                      "flow RTT mean ms": flows["rtt_mean_ms"].mean(), "utilization": result.bottleneck["utilization"]})  # fmt: skip
     frame = pd.DataFrame(rows).sort_values(["cc", "flows"])
-    mean = {cc: frame[frame.x_cc == cc]["queueing delay mean ms"] for cc in ALL_CCS}
+    mean = {cc: frame[frame.x_cc == cc]["queueing delay mean ms"] for cc in plan.all_ccs}
     cubic_min = mean["cubic"].min() if not mean["cubic"].empty else np.nan
 
     def low(cc: str) -> bool | None:
@@ -84,7 +84,7 @@ def queueing_delay(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Findi
 
     fmt = {c: ".1f" for c in frame.columns if "ms" in c}
     fmt["utilization"] = ".3f"
-    ours = ", ".join(f"{label(cc)} {mean[cc].min():.0f}-{mean[cc].max():.0f} ms" for cc in ALL_CCS if not mean[cc].empty)
+    ours = ", ".join(f"{label(cc)} {mean[cc].min():.0f}-{mean[cc].max():.0f} ms" for cc in plan.all_ccs if not mean[cc].empty)
     findings = [
         Finding("E. queueing delay, 10 BDP", "BBRv1 and BBRv2 keep queueing delay low whatever the number of flows",
                 ours, (low("bbr") and low("bbr2")) if low("bbr") is not None else None),
@@ -101,11 +101,11 @@ def queueing_delay(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Findi
 
 def fct(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]:
     grids = []
-    for bbr in BBRS:
+    for bbr in plan.bbrs:
         flows_spec = [{"cc": "cubic", "count": 50, "size": plan.fct_size}, {"cc": bbr, "count": 50, "size": plan.fct_size}]
         base = {"duration_s": plan.fct_duration_s, "bottleneck": link(20, "1bdp"), "flows": flows_spec}
         grids.append(run_grid(
-            out_dir, f"fct-{bbr}", base, {"bottleneck.buffer": [bdp_label(b) for b in plan.fct_buffers]},
+            out_dir, f"fct-{slug(bbr)}", base, {"bottleneck.buffer": [bdp_label(b) for b in plan.fct_buffers]},
             columns={"bottleneck.buffer": "x_buffer"}, **kw,
         ))  # fmt: skip
     grid = Grid(flows=pd.concat([g.flows for g in grids], ignore_index=True), invalid=pd.concat([g.invalid for g in grids]), out_dir=out_dir)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from cclab.analysis import fairness, loss, queue, timeseries
 from cclab.studies._manyflows import Grid, bdp_label, invalid_note, md_table, run_grid
-from cclab.studies.kfoury2021.plan import ALL_CCS, RATE_MBPS, Finding, Plan, buffer_bdp, label, link
+from cclab.studies.kfoury2021.plan import RATE_MBPS, Finding, Plan, buffer_bdp, label, link, result_cc, slug
 
 #: H's queue disciplines as the slides name them; "FQ-CoDel w/ ECN" is fq_codel (ECN on, tc's
 #: default) with ECN-capable senders. RED is not in the slides: it is the classic AQM without
@@ -19,15 +19,13 @@ AQM_VARIANTS = {
     "tail drop": ("fifo", False), "RED": ("red", False), "CAKE": ("cake", False),
     "FQ-CoDel": ("fq_codel", False), "FQ-CoDel w/ ECN": ("fq_codel", True),
 }  # fmt: skip
-#: BBRv1 beside the slides' BBRv2, and BBRv3.
-AQM_BBRS = ("bbr", "bbr2", "bbr3")
 
 
 def loss_sweep(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]:
     base = {"duration_s": plan.duration_s, "bottleneck": link(100, "1bdp"), "flows": [{"cc": "bbr"}]}
     grid = run_grid(
         out_dir, "loss-sweep", base,
-        {"flows.0.cc": list(ALL_CCS), "bottleneck.buffer": [bdp_label(b) for b in plan.loss_buffers], "bottleneck.loss": list(plan.loss_rates)},
+        {"flows.0.cc": list(plan.all_ccs), "bottleneck.buffer": [bdp_label(b) for b in plan.loss_buffers], "bottleneck.loss": list(plan.loss_rates)},
         columns={"flows.0.cc": "x_cc", "bottleneck.buffer": "x_buffer", "bottleneck.loss": "x_loss"}, **kw,
     )  # fmt: skip
     frame = grid.flows.assign(
@@ -41,14 +39,14 @@ def loss_sweep(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]
     cliff_frame = pd.DataFrame(cliffs).sort_values(["buffer_bdp", "cc"])
     for buffer, sub in frame[frame["x_loss"] > 0].groupby("buffer_bdp"):
         lines = {label(cc): g.groupby("loss_pct", as_index=False)[["goodput_mbps", "retrans_pct"]].mean() for cc, g in sub.groupby("x_cc")}
-        colors = {label(cc): timeseries.cc_color(cc) for cc in ALL_CCS}
+        colors = {label(cc): timeseries.cc_color(cc) for cc in plan.all_ccs}
         timeseries.xy_figure(lines, x="loss_pct", y="goodput_mbps", logx=True, xlabel="random loss (%, log scale)", ylabel="goodput (Mbit/s)",
                              title=f"One flow, 1 Gbit/s, 100 ms, {buffer:g} BDP", stem=out_dir / f"loss_goodput_{buffer:g}bdp", colors=colors)
         timeseries.xy_figure(lines, x="loss_pct", y="retrans_pct", logx=True, xlabel="random loss (%, log scale)", ylabel="retransmitted / sent (%)",
                              title=f"Retransmissions, one flow, 1 Gbit/s, 100 ms, {buffer:g} BDP", stem=out_dir / f"loss_retrans_{buffer:g}bdp", colors=colors)  # fmt: skip
     # A CC whose goodput never halves has its cliff beyond the sweep: order it last.
     reach = {row["x_cc"]: (math.inf if math.isnan(row["cliff loss %"]) else row["cliff loss %"]) for row in cliffs if row["buffer_bdp"] == max(plan.loss_buffers)}
-    ordered = reach["cubic"] < reach["bbr2"] < reach["bbr"] if len(reach) == len(ALL_CCS) else None
+    ordered = reach["cubic"] < reach["bbr2"] < reach["bbr"] if len(reach) == len(plan.all_ccs) else None
     heavy = frame[frame["x_loss"] >= 0.01].groupby("x_cc")["retrans_pct"].mean()
     agnostic = bool(heavy.get("bbr", np.nan) > heavy.get("bbr2", np.nan)) if not heavy.empty else None
     table = frame.groupby(["cc_label", "buffer_bdp", "loss_pct"], as_index=False)[["goodput_mbps", "retrans_pct"]].mean()
@@ -83,10 +81,10 @@ def aqm_fairness(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding
     unwanted = [{"reason": "not one of the slides' mixes", "when": {"flows.0.count": nb, "flows.1.count": nc}}
                 for nb in counts for nc in counts if (nb, nc) not in plan.aqm_mixes]  # fmt: skip
     for name, (aqm, ecn) in AQM_VARIANTS.items():
-        for bbr in AQM_BBRS:
+        for bbr in plan.bbrs:
             base = {"duration_s": plan.duration_s, "bottleneck": link(20, bdp_label(plan.aqm_buffer_bdp), aqm=aqm), "flows": _mix(1, 1, bbr, ecn)}
             grid = run_grid(
-                out_dir, f"aqm-{aqm}{'-ecn' if ecn else ''}-{bbr}", base,
+                out_dir, f"aqm-{aqm}{'-ecn' if ecn else ''}-{slug(bbr)}", base,
                 {"flows.0.count": counts, "flows.1.count": counts}, columns={"flows.0.count": "x_bbrs", "flows.1.count": "x_cubics"},
                 skip=unwanted, **kw,
             )  # fmt: skip
@@ -98,23 +96,23 @@ def aqm_fairness(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding
     rows = []
     for _, flows in grid.flows.groupby("run_key"):
         bbr = flows["x_bbr"].iloc[0]
-        ours, cubic = flows[flows.cc == bbr], flows[flows.cc == "cubic"]
+        ours, cubic = flows[flows.cc == result_cc(bbr)], flows[flows.cc == "cubic"]
         shares = fairness.cc_shares(flows, rate_mbps=RATE_MBPS).set_index("cc")["share"]
         rows.append({
             "BBR": label(bbr), "x_bbr": bbr, "queue": flows["x_variant"].iloc[0], "mix": f"{len(ours)} {label(bbr)} + {len(cubic)} CUBIC",
             "n": len(flows), "Jain": fairness.jain_index(flows["goodput_mbps"]),
             "BBR Mbit/s per flow": ours["goodput_mbps"].mean(), "CUBIC Mbit/s per flow": cubic["goodput_mbps"].mean(),
-            "BBR share": float(shares.get(bbr, 0)), "utilization": float(flows["bottleneck_utilization"].iloc[0]),
+            "BBR share": float(shares.get(result_cc(bbr), 0)), "utilization": float(flows["bottleneck_utilization"].iloc[0]),
             "sojourn p50 ms": flows["bottleneck_sojourn_p50_ms"].iloc[0] if "bottleneck_sojourn_p50_ms" in flows else np.nan,
             "retrans %": 100 * queue.aggregate_retransmission_rate(flows),
         })  # fmt: skip
     frame = pd.DataFrame(rows).sort_values(["BBR", "n", "queue"])
-    for bbr in AQM_BBRS:
+    for bbr in plan.bbrs:
         sub = frame[frame.x_bbr == bbr]
         timeseries.xy_figure(
             {name: sub[sub.queue == name] for name in AQM_VARIANTS}, x="n", y="Jain", logx=True,
             xlabel="flows in the mix (log scale)", ylabel="Jain's fairness index over all flows",
-            title=f"{label(bbr)} and CUBIC mixes, 1 Gbit/s, 20 ms, {plan.aqm_buffer_bdp:g} BDP", stem=out_dir / f"aqm_fairness_{bbr}",
+            title=f"{label(bbr)} and CUBIC mixes, 1 Gbit/s, 20 ms, {plan.aqm_buffer_bdp:g} BDP", stem=out_dir / f"aqm_fairness_{slug(bbr)}",
         )  # fmt: skip
     jain = frame[frame.x_bbr == "bbr2"].groupby("queue")["Jain"].mean()
     better = bool(jain.get("FQ-CoDel", np.nan) > jain.get("tail drop", np.nan) and jain.get("CAKE", np.nan) > jain.get("tail drop", np.nan)) if not jain.empty else None
@@ -122,7 +120,7 @@ def aqm_fairness(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding
     isolation = bool(jain.get("FQ-CoDel", np.nan) > jain.get("RED", np.nan)) if not jain.empty else None
     by_bbr = frame.groupby(["BBR", "queue"])["Jain"].mean()
     per_version = "; ".join(
-        f"{label(bbr)}: " + ", ".join(f"{name} {by_bbr.get((label(bbr), name), np.nan):.2f}" for name in AQM_VARIANTS) for bbr in AQM_BBRS
+        f"{label(bbr)}: " + ", ".join(f"{name} {by_bbr.get((label(bbr), name), np.nan):.2f}" for name in AQM_VARIANTS) for bbr in plan.bbrs
     )
     fmt = {"Jain": ".3f", "BBR Mbit/s per flow": ".1f", "CUBIC Mbit/s per flow": ".1f", "BBR share": ".2f", "utilization": ".3f",
            "sojourn p50 ms": ".1f", "retrans %": ".2f"}  # fmt: skip

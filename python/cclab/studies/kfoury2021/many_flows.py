@@ -12,7 +12,7 @@ from matplotlib.colors import LinearSegmentedColormap
 from cclab.analysis import fairness, timeseries
 from cclab.analysis.figures import TRANSIENT_LEGEND, TRANSIENT_MARK
 from cclab.studies._manyflows import Grid, bdp_label, invalid_note, md_table, run_grid
-from cclab.studies.kfoury2021.plan import ALL_CCS, BBRS, FAIR_SHARE_MBPS, RATE_MBPS, Finding, Plan, buffer_bdp, label, link
+from cclab.studies.kfoury2021.plan import FAIR_SHARE_MBPS, RATE_MBPS, Finding, Plan, buffer_bdp, label, link, result_cc, slug
 
 # ---- A. 100 flows of one CC ---------------------------------------------------------------
 
@@ -21,7 +21,7 @@ def many_flows(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]
     base = {"duration_s": plan.duration_s, "bottleneck": link(20, "1bdp"), "flows": [{"cc": "bbr", "count": 100}]}
     grid = run_grid(
         out_dir, "many-flows", base,
-        {"flows.0.cc": list(ALL_CCS), "bottleneck.buffer": [bdp_label(b) for b in plan.many_buffers],
+        {"flows.0.cc": list(plan.all_ccs), "bottleneck.buffer": [bdp_label(b) for b in plan.many_buffers],
          "bottleneck.loss": list(plan.many_losses)},
         columns={"flows.0.cc": "x_cc", "bottleneck.buffer": "x_buffer", "bottleneck.loss": "x_loss"}, **kw,
     )  # fmt: skip
@@ -34,19 +34,19 @@ def many_flows(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]
     for (cc, loss), sub in grid.flows.groupby(["x_cc", "x_loss"]):
         groups = {f"{buffer_bdp(b):g} BDP": g["goodput_mbps"].to_numpy() for b, g in sorted(sub.groupby("x_buffer"), key=lambda kv: buffer_bdp(kv[0]))}
         timeseries.cdf_figure(
-            groups, xlabel="per-flow throughput (Mbit/s)", stem=out_dir / f"many_cdf_{cc}_loss{100 * loss:g}pct",
+            groups, xlabel="per-flow throughput (Mbit/s)", stem=out_dir / f"many_cdf_{slug(cc)}_loss{100 * loss:g}pct",
             title=f"100 {label(cc)} flows, 1 Gbit/s, 20 ms, {100 * loss:g}% loss", vlines={"fair share 9.57 Mbit/s": FAIR_SHARE_MBPS},
         )  # fmt: skip
     fmt = {"buffer_bdp": "g", "loss %": "g", "mean": ".2f", "std": ".2f", "min": ".2f", "max": ".2f", "jain": ".3f", "utilization": ".3f"}
     table = md_table(frame.to_dict("records"), ["cc", "loss %", "buffer_bdp", "mean", "std", "min", "max", "jain", "utilization"], fmt)
     lossy = frame[frame["loss %"] > 0]
-    util = {cc: lossy[lossy.x_cc == cc]["utilization"] for cc in ALL_CCS}
+    util = {cc: lossy[lossy.x_cc == cc]["utilization"] for cc in plan.all_ccs}
     robust = bool(util["bbr"].min() >= 0.95 and util["bbr"].min() > util["cubic"].max()) if not lossy.empty else None
     between = None
     if not lossy.empty:
         between = bool((util["bbr2"].mean() > util["cubic"].mean()) and (util["bbr2"].mean() <= util["bbr"].mean() + 0.01))
     loss_pct = 100 * max(plan.many_losses)
-    ours = ", ".join(f"{label(cc)} {util[cc].mean():.0%}" for cc in ALL_CCS) if not lossy.empty else "–"
+    ours = ", ".join(f"{label(cc)} {util[cc].mean():.0%}" for cc in plan.all_ccs) if not lossy.empty else "–"
     findings = [
         Finding("A. 100 flows, 1% loss", "BBRv1 keeps high throughput under loss", f"mean utilization {ours}", robust),
         Finding("A. 100 flows, 1% loss", "BBRv2 tolerates loss better than CUBIC, less than BBRv1", f"mean utilization {ours}", between),
@@ -69,7 +69,7 @@ def coexistence(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]
     base = {"duration_s": plan.duration_s, "bottleneck": link(20, "1bdp"), "flows": [{"cc": "cubic"}, {"cc": "bbr"}]}
     grid = run_grid(
         out_dir, "coexistence", base,
-        {"flows.1.cc": list(BBRS), "bottleneck.buffer": [bdp_label(b) for b in plan.heat_buffers], "bottleneck.loss": list(plan.heat_losses)},
+        {"flows.1.cc": list(plan.bbrs), "bottleneck.buffer": [bdp_label(b) for b in plan.heat_buffers], "bottleneck.loss": list(plan.heat_losses)},
         columns={"flows.1.cc": "x_bbr", "bottleneck.buffer": "x_buffer", "bottleneck.loss": "x_loss"}, **kw,
     )  # fmt: skip
     rows = []
@@ -77,22 +77,22 @@ def coexistence(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]
         shares = fairness.cc_shares(flows, rate_mbps=RATE_MBPS).set_index("cc")["link_share"]
         rows.append({"BBR": label(bbr), "x_bbr": bbr, "buffer_bdp": buffer_bdp(buffer), "loss %": 100 * loss,
                      "utilization": float(flows["bottleneck_utilization"].iloc[0]),
-                     "CUBIC %": 100 * float(shares.get("cubic", 0)), "BBR %": 100 * float(shares.get(bbr, 0)),
+                     "CUBIC %": 100 * float(shares.get("cubic", 0)), "BBR %": 100 * float(shares.get(result_cc(bbr), 0)),
                      "Jain": fairness.jain_index(flows["goodput_mbps"]),
                      # Shares that were still moving at the end of the run (cclab.analysis.steady).
                      "transient": bool(flows["steady_converged"].eq(False).fillna(False).any())})  # fmt: skip
     frame = pd.DataFrame(rows).sort_values(["BBR", "buffer_bdp", "loss %"])
     frame["converged"] = np.where(frame["transient"], "no (transient)", "yes")
-    for bbr in BBRS:
+    for bbr in plan.bbrs:
         sub = frame[frame.x_bbr == bbr]
         if not sub.empty:
-            _heatmap(sub, bbr, out_dir / f"coexistence_heatmap_{bbr}")
+            _heatmap(sub, bbr, out_dir / f"coexistence_heatmap_{slug(bbr)}")
     fmt = {"buffer_bdp": "g", "loss %": "g", "utilization": ".3f", "CUBIC %": ".1f", "BBR %": ".1f", "Jain": ".3f"}
     # Distance from an even split, in share points, averaged over the cells.
-    imbalance = {bbr: float((frame[frame.x_bbr == bbr]["BBR %"] - frame[frame.x_bbr == bbr]["CUBIC %"]).abs().mean()) for bbr in BBRS}
+    imbalance = {bbr: float((frame[frame.x_bbr == bbr]["BBR %"] - frame[frame.x_bbr == bbr]["CUBIC %"]).abs().mean()) for bbr in plan.bbrs}
     v1_wins = int(((frame.x_bbr == "bbr") & (frame["BBR %"] > frame["CUBIC %"])).sum())
     v1_cells = int((frame.x_bbr == "bbr").sum())
-    ours = ", ".join(f"{label(b)} {imbalance[b]:.0f}" for b in BBRS)
+    ours = ", ".join(f"{label(b)} {imbalance[b]:.0f}" for b in plan.bbrs)
     findings = [
         Finding("B. 1 CUBIC vs 1 BBR", "BBRv1 is unfair to CUBIC", f"BBRv1 has the larger share in {v1_wins} of {v1_cells} cells", v1_wins > v1_cells / 2),
         Finding("B. 1 CUBIC vs 1 BBR", "BBRv2 coexists with CUBIC better than BBRv1",
@@ -139,10 +139,10 @@ def _heatmap(frame: pd.DataFrame, bbr: str, stem: Path) -> None:
 
 def rtt_unfairness(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Finding]]:
     grids = []
-    for cc in ALL_CCS:
+    for cc in plan.all_ccs:
         base = {"duration_s": plan.duration_s, "bottleneck": link(10, "1bdp"), "flows": [{"cc": cc}, {"cc": cc, "extra_rtt_ms": 40}]}
         grids.append(run_grid(
-            out_dir, f"rtt-unfairness-{cc}", base,
+            out_dir, f"rtt-unfairness-{slug(cc)}", base,
             {"bottleneck.buffer": [bdp_label(b) for b in plan.rtt_buffers], "bottleneck.aqm": ["fifo", "fq_codel"]},
             columns={"bottleneck.buffer": "x_buffer", "bottleneck.aqm": "x_aqm"}, **kw,
         ))  # fmt: skip
@@ -161,7 +161,7 @@ def rtt_unfairness(out_dir: Path, plan: Plan, kw: dict) -> tuple[str, list[Findi
     jain = frame.groupby(["x_cc", "aqm"])["Jain"].mean()
     v1_tail = frame[(frame.x_cc == "bbr") & (frame.aqm == "fifo")]
     mitigates = {cc: bool(jain.get((cc, "fq_codel"), np.nan) > jain.get((cc, "fifo"), np.nan)) for cc in ("bbr", "bbr2")}
-    ours = "; ".join(f"{label(cc)} {jain.get((cc, 'fifo'), np.nan):.2f} -> {jain.get((cc, 'fq_codel'), np.nan):.2f}" for cc in ALL_CCS)
+    ours = "; ".join(f"{label(cc)} {jain.get((result_cc(cc), 'fifo'), np.nan):.2f} -> {jain.get((result_cc(cc), 'fq_codel'), np.nan):.2f}" for cc in plan.all_ccs)
     retrans = frame.groupby(["x_cc"])["retrans %"].mean()
     findings = [
         Finding("C. 10 vs 50 ms", "BBRv1 is RTT-unfair with tail drop",

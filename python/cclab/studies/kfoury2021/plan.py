@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 from cclab.analysis.timeseries import cc_label
+from cclab.spec.bpf_source import is_source
 from cclab.studies._manyflows import verdict
 from cclab.units import FRAME_BYTES, MSS_BYTES
 
@@ -35,6 +38,17 @@ class Plan:
     #: (BBR flows, CUBIC flows) of each AQM mix.
     aqm_mixes: tuple[tuple[int, int], ...]
     aqm_buffer_bdp: float
+    #: `--cc`: a user's C source (its absolute path[:NAME], as specs name it) beside the BBRs.
+    yours: str | None = None
+
+    @property
+    def bbrs(self) -> tuple[str, ...]:
+        """What runs in BBR's place: the three versions, and the user's CC if given."""
+        return (*BBRS, self.yours) if self.yours else BBRS
+
+    @property
+    def all_ccs(self) -> tuple[str, ...]:
+        return (*self.bbrs, "cubic")
 
 
 FULL = Plan(
@@ -73,4 +87,22 @@ def buffer_bdp(value: str) -> float:
 
 
 def label(cc: str) -> str:
-    return cc_label(cc)
+    """A CC's name in tables and titles: a user's source by its results' name (FILE.c:MAP)."""
+    return result_cc(cc) if is_source(cc) else cc_label(cc)
+
+
+def result_cc(cc: str) -> str:
+    """What results call the CC a spec names: a source's path becomes FILE.c:MAP."""
+    return _source_label(cc) if is_source(cc) and Path(cc.partition(":")[0]).is_absolute() else cc
+
+
+def slug(cc: str) -> str:
+    """A CC's part of file and grid names: "yours" for a user's source."""
+    return "yours" if is_source(cc) else cc
+
+
+@lru_cache(maxsize=None)
+def _source_label(cc: str) -> str:
+    from cclab.spec.bpf_source import load as load_source
+
+    return load_source(cc, Path.cwd()).label
