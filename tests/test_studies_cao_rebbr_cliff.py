@@ -165,7 +165,7 @@ def test_cao2019_with_your_cc_in_bbrs_place_reuses_cubics_runs_and_recommend_nam
 def test_reproduce_refuses_cc_for_a_study_without_a_place_for_it(tmp_path: Path):
     done = run_cli("reproduce", "cliff", "--quick", "--cc", EXAMPLES / "cc" / "reno_beta07.bpf.c", "--out", tmp_path / "r")
     assert done.returncode == 2
-    assert done.stderr == "error: --cc: the study cliff has no place for a congestion control of yours; these do: cao2019, fairness-share, rebbr\n"
+    assert done.stderr == "error: --cc: the study cliff has no place for a congestion control of yours; these do: cao2019, fairness-share, kfoury2021, rebbr\n"
     assert not (tmp_path / "r").exists()
 
 
