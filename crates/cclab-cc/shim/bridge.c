@@ -20,6 +20,8 @@
  * - packets_out is the packets in flight; max_packets_out is chosen so that
  *   bpf_tracing_net.h's tcp_is_cwnd_limited() answers as the simulator's TCP does;
  * - sequence numbers are the segment counts times the MSS, from zero (no random ISN);
+ * - cong_control's rs->prior_mstamp is now less the sample's interval (the simulator's rate
+ *   sample keeps no send time), and only a nonzero flag where the interval was too short;
  * - cong_control's `flag` holds FLAG_DATA_ACKED when the sample acked or SACKed data and
  *   FLAG_ECE when the ACK echoed CE; in_ack_event's flags CA_ACK_ECE alike;
  * - maps: bpf_map_lookup_elem finds nothing and bpf_map_update_elem stores nothing (a
@@ -343,6 +345,18 @@ long bpf_getsockopt(void *bpf_socket, int level, int optname, void *optval, int 
 
 /* The simulator's entry points. */
 
+/* rs->prior_mstamp, the sampled packet's delivered_mstamp in us: now less the sample's
+ * interval (the longer of its send and ACK intervals, so exact when ACKs set it), or now when
+ * tcp_rate_gen found the interval too short to use; never 0, which means no sample. */
+static u64 cclab_prior_mstamp_us(u64 now_ns, s64 interval_us)
+{
+	u64 now_us = now_ns / 1000;
+
+	if (interval_us > 0 && (u64)interval_us < now_us)
+		now_us -= (u64)interval_us;
+	return now_us ? now_us : 1;
+}
+
 enum cclab_op {
 	CCLAB_OP_INIT,
 	CCLAB_OP_RELEASE,
@@ -466,9 +480,13 @@ __attribute__((visibility("default"))) u64 cclab_cc_call(void *handle, struct cc
 		break;
 	case CCLAB_OP_CONG_CONTROL: {
 		const struct cclab_rs *r = sample;
+		/* A sample has a sampled packet (tcp_rate_gen: prior_mstamp set, delivered counting it,
+		 * so at least 1); without one, Linux reports delivered and interval_us as -1. */
+		int sampled = r->delivered > 0;
 		struct rate_sample rs = {
+			.prior_mstamp = sampled ? cclab_prior_mstamp_us(t->now_ns, r->interval_us) : 0,
 			.prior_delivered = (u32)r->prior_delivered,
-			.delivered = (s32)r->delivered,
+			.delivered = sampled ? (s32)r->delivered : -1,
 			.delivered_ce = (s32)r->delivered_ce,
 			.interval_us = r->interval_us,
 			.rtt_us = r->rtt_us,
