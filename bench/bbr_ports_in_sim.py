@@ -22,7 +22,6 @@ from pathlib import Path
 from cclab import _sim
 from cclab.engines import native_cc
 from cclab.spec import load
-from cclab.spec.bpf_source import source_digest
 
 REPO = Path(__file__).resolve().parents[1]
 PORTS = REPO / "crates" / "cclab-bpf-bbr"
@@ -43,9 +42,7 @@ SCENARIOS = {
 
 def library(version: str) -> str:
     source, defines = VERSIONS[version]
-    path = PORTS / source
-    bpf_source = {"path": str(path), "struct_ops": defines["CCLAB_CA_NAME"], "sha256": source_digest(path)}
-    return str(native_cc.build(bpf_source, defines={**COMMON, **defines}))
+    return str(native_cc.build_port(PORTS / source, defines["CCLAB_CA_NAME"], {**COMMON, **defines}))
 
 
 def run(version: str, scenario: str, seed: int, port: str | None) -> tuple[list[float], list[int]]:

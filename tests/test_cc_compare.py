@@ -122,9 +122,8 @@ def _run_port(source: Path, name: str, defines: dict[str, str], spec: dict) -> t
     from cclab import _sim
     from cclab.engines import native_cc
     from cclab.spec import load
-    from cclab.spec.bpf_source import source_digest
 
-    library = native_cc.build({"path": str(source), "struct_ops": name, "sha256": source_digest(source)}, defines=defines)
+    library = native_cc.build_port(source, name, defines)
     config = load(spec).resolve()
     runs = []
     for flows in ([{**flow, "native_cc": str(library)} for flow in config["flows"]], config["flows"]):

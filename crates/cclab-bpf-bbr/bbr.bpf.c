@@ -165,69 +165,14 @@ struct cclab_bbr {
 _Static_assert(sizeof(struct cclab_bbr) <= sizeof(((struct inet_connection_sock *)0)->icsk_ca_priv),
 	       "struct cclab_bbr must fit in icsk_ca_priv");
 
-/* --- Accessors (include/net/tcp.h, inet_connection_sock.h) -------------- */
-static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
-{
-	return (struct tcp_sock *)sk;
-}
-
-static __always_inline struct inet_connection_sock *inet_csk(const struct sock *sk)
-{
-	return (struct inet_connection_sock *)sk;
-}
+/* --- Accessors ------------------------------------------------------------ */
+/* tcp_sk(), before(), tcp_jiffies32(), msecs_to_jiffies() and the rest of what the kernel's
+ * headers give a module: one copy for every port. */
+#include "../cclab-bpf-common/cclab_tcp.h"
 
 static __always_inline struct cclab_bbr *bbr_of(const struct sock *sk)
 {
 	return (struct cclab_bbr *)inet_csk(sk)->icsk_ca_priv;
-}
-
-/* include/net/tcp.h: before()/after() on wrapping 32-bit counters. */
-static __always_inline bool before(__u32 seq1, __u32 seq2)
-{
-	return (__s32)(seq1 - seq2) < 0;
-}
-#define after(seq2, seq1) before(seq1, seq2)
-
-/* tcp_jiffies32: the low 32 bits of jiffies. */
-static __always_inline __u32 tcp_jiffies32(void)
-{
-	return (__u32)bpf_jiffies64();
-}
-
-/* msecs_to_jiffies() for a constant HZ (include/linux/jiffies.h): round up. */
-static __always_inline __u32 msecs_to_jiffies(__u32 ms)
-{
-	if (1000 % HZ == 0)
-		return (ms + (1000 / HZ) - 1) / (1000 / HZ);
-	if (HZ % 1000 == 0)
-		return ms * (HZ / 1000);
-	return (__u32)(((__u64)ms * HZ + 999) / 1000);
-}
-
-/* tcp_packets_in_flight(): packets_out - (sacked_out + lost_out) + retrans_out. */
-static __always_inline __u32 tcp_packets_in_flight(const struct tcp_sock *tp)
-{
-	return tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
-}
-
-/* tcp_stamp_us_delta(): t1 - t0 in us, never negative. */
-static __always_inline __u32 tcp_stamp_us_delta(__u64 t1, __u64 t0)
-{
-	__s64 d = (__s64)(t1 - t0);
-
-	return d > 0 ? (__u32)d : 0;
-}
-
-/* tcp_min_rtt(): the connection's windowed min RTT (tp->rtt_min's best). */
-static __always_inline __u32 tcp_min_rtt(const struct tcp_sock *tp)
-{
-	return tp->rtt_min.s[0].v;
-}
-
-/* get_random_u32_below(ceil): multiply-shift of a random u32. */
-static __always_inline __u32 random_below(__u32 ceil)
-{
-	return (__u32)(((__u64)bpf_get_prandom_u32() * ceil) >> 32);
 }
 
 /* --- lib/win_minmax.c: minmax_reset / minmax_running_max ---------------- */

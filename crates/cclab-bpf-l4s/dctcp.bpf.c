@@ -26,6 +26,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+/* before(), min_u32(), min_not_zero_u32() ...: what the kernel's headers give a module, one
+ * copy for every port. */
+#include "../cclab-bpf-common/cclab_tcp.h"
 
 #ifndef CCLAB_CA_NAME
 #error "define CCLAB_CA_NAME (e.g. cclab_dctcp)"
@@ -114,21 +117,6 @@ static __always_inline struct tcp_sock *tcp_of(struct sock *sk)
 	return (struct tcp_sock *)sk;
 }
 
-static __always_inline __u32 min_u32(__u32 a, __u32 b) { return a < b ? a : b; }
-static __always_inline __u32 max_u32(__u32 a, __u32 b) { return a > b ? a : b; }
-
-/* include/linux/minmax.h: min_not_zero */
-static __always_inline __u32 min_not_zero_u32(__u32 a, __u32 b)
-{
-	return a == 0 ? b : (b == 0 ? a : min_u32(a, b));
-}
-
-/* include/net/tcp.h: before() */
-static __always_inline bool seq_before(__u32 seq1, __u32 seq2)
-{
-	return (__s32)(seq1 - seq2) < 0;
-}
-
 /* dctcp_reset() */
 static __always_inline void dctcp_reset(const struct tcp_sock *tp, struct cclab_dctcp *ca)
 {
@@ -188,7 +176,7 @@ void BPF_PROG(dctcp_update_alpha, struct sock *sk, __u32 flags)
 
 	if (ca->reno_fallback)
 		return;
-	if (!seq_before(tp->snd_una, ca->next_seq)) {
+	if (!before(tp->snd_una, ca->next_seq)) {
 		__u32 delivered_ce = tp->delivered_ce - ca->old_delivered_ce;
 		__u32 alpha = ca->dctcp_alpha;
 

@@ -197,70 +197,11 @@ static __always_inline void record_max(__u32 idx, __u64 value)
 		*v = value;
 }
 
-/* --- Kernel helpers (include/net/tcp.h, lib/) ------------------------------ */
-static __always_inline struct tcp_sock *tcp_sk(const struct sock *sk)
-{
-	return (struct tcp_sock *)sk;
-}
-
-static __always_inline struct inet_connection_sock *inet_csk(const struct sock *sk)
-{
-	return (struct inet_connection_sock *)sk;
-}
+/* --- Kernel helpers: tcp_sk(), before(), the jiffies helpers, min_u32() ... (one copy for
+ * every port) ------------------------------------------------------------------ */
+#include "../../cclab-bpf-common/cclab_tcp.h"
 
 static __always_inline struct bbr3 *bbr_of(struct sock *sk, bool create)
 {
 	return bpf_sk_storage_get(&bbr3_state, sk, NULL, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
 }
-
-static __always_inline bool before(__u32 seq1, __u32 seq2)
-{
-	return (__s32)(seq1 - seq2) < 0;
-}
-#define after(seq2, seq1) before(seq1, seq2)
-
-static __always_inline __u32 tcp_jiffies32(void)
-{
-	return (__u32)bpf_jiffies64();
-}
-
-static __always_inline __u32 jiffies_to_msecs(__u32 j)
-{
-	return (__u32)((__u64)j * 1000 / HZ);
-}
-
-/* msecs_to_jiffies() for a constant HZ: round up. */
-static __always_inline __u32 msecs_to_jiffies(__u32 ms)
-{
-	if (1000 % HZ == 0)
-		return (ms + (1000 / HZ) - 1) / (1000 / HZ);
-	if (HZ % 1000 == 0)
-		return ms * (HZ / 1000);
-	return (__u32)(((__u64)ms * HZ + 999) / 1000);
-}
-
-static __always_inline __u32 tcp_packets_in_flight(const struct tcp_sock *tp)
-{
-	return tp->packets_out - (tp->sacked_out + tp->lost_out) + tp->retrans_out;
-}
-
-static __always_inline __s32 tcp_stamp_us_delta(__u64 t1, __u64 t0)
-{
-	__s64 d = (__s64)(t1 - t0);
-
-	return d > 0 ? (__s32)d : 0;
-}
-
-static __always_inline __u32 tcp_min_rtt(const struct tcp_sock *tp)
-{
-	return tp->rtt_min.s[0].v;
-}
-
-/* get_random_u32_below(): multiply-shift of a random u32. */
-static __always_inline __u32 random_below(__u32 ceil)
-{
-	return (__u32)(((__u64)bpf_get_prandom_u32() * ceil) >> 32);
-}
-
-static __always_inline __u32 min_u32(__u32 a, __u32 b) { return a < b ? a : b; }
-static __always_inline __u32 max_u32(__u32 a, __u32 b) { return a > b ? a : b; }

@@ -23,7 +23,7 @@ from typing import Any
 from cclab.engines import native_cc
 from cclab.errors import CclabError
 from cclab.spec import load
-from cclab.spec.bpf_source import is_source, source_digest
+from cclab.spec.bpf_source import is_source
 from cclab.spec.scenario import paths_beside, read_toml
 
 #: The scenario when none is given: one flow at 100 Mbit/s, 20 ms, 1 BDP for 10 s, where a
@@ -61,7 +61,8 @@ def configs(candidate: str, against: str, spec: Path | None, defines: Mapping[st
 
 
 def _built_with(cc: str, defines: Mapping[str, str]) -> Path:
-    """The library of a source whose struct_ops map is named by a macro."""
+    """The library of a source whose struct_ops map is named by a macro (the project's ports;
+    its key covers the headers it includes, as the kernel engine's does)."""
     file_text, _, wanted = cc.partition(":")
     path = Path(file_text).resolve()
     if not path.is_file():
@@ -70,9 +71,8 @@ def _built_with(cc: str, defines: Mapping[str, str]) -> Path:
     variable = wanted or (variables[0] if len(variables) == 1 else "")
     if variable not in variables:
         raise CclabError(f"{cc}: name one of its struct_ops maps as FILE.c:NAME ({', '.join(variables) or 'it has none'})")
-    source = {"path": str(path), "struct_ops": variable, "sha256": source_digest(path)}
     try:
-        return native_cc.build(source, defines=defines)
+        return native_cc.build_port(path, variable, defines)
     except native_cc.NativeBuildError as error:
         raise CclabError(f"{cc}: {error.line}") from None
 

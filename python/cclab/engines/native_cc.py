@@ -97,6 +97,15 @@ def build(bpf_source: dict, cache: Path | None = None, defines: Mapping[str, str
     return lib
 
 
+def build_port(source: Path, struct_ops: str, defines: Mapping[str, str]) -> Path:
+    """One of the project's own ports (crates/cclab-bpf-*), built for the simulator with its
+    build parameters; its key covers the headers it includes (its folder's, the common one)."""
+    from cclab.engines.kernel.bpf_cc import source_bytes
+
+    digest = hashlib.sha256(source_bytes(source)).hexdigest()
+    return build({"path": str(source), "struct_ops": struct_ops, "sha256": digest}, defines=defines)
+
+
 def first_error(stderr: str) -> str:
     """The line that says why: the shim's refusal, else the compiler's or linker's first error."""
     shim = SHIM_ERROR.search(stderr)

@@ -55,6 +55,8 @@ FORCE_PORT_ENV = "CCLAB_KERNEL_BBR_PORT"
 SOURCE_DIR = Path(__file__).resolve().parents[4] / "crates" / "cclab-bpf-bbr"
 SOURCE = SOURCE_DIR / "bbr.bpf.c"
 L4S_SOURCE_DIR = SOURCE_DIR.parent / "cclab-bpf-l4s"
+#: What every port includes by a relative path (tcp_sk(), before(), the jiffies helpers, ...).
+PORTS_COMMON_HEADER = SOURCE_DIR.parent / "cclab-bpf-common" / "cclab_tcp.h"
 #: Spec cc -> the BPF port that stands in when the kernel lacks it natively.
 PORTS = {"bbr3": f"{CA_PREFIX}3", "bbr2": f"{CA_PREFIX}2", "dctcp": f"{BPF_PREFIX}dctcp"}
 #: Port -> its source and the defines that select its version (one source serves v2 and v3).
@@ -213,9 +215,10 @@ def source_of(name: str) -> tuple[Path, dict[str, int]]:
 
 
 def source_bytes(source: Path) -> bytes:
-    """The source and the headers beside it (bbr3/*.h), in a stable order, for the cache key."""
+    """The source, the headers beside it (bbr3/*.h) and the ports' common header, in a stable
+    order, for the cache key."""
     headers = sorted(source.parent.rglob("*.h"))
-    return b"".join(p.read_bytes() for p in [source, *headers])
+    return b"".join(p.read_bytes() for p in [source, *headers, PORTS_COMMON_HEADER])
 
 
 def find_bpftool() -> str | None:
