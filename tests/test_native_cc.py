@@ -87,6 +87,9 @@ def test_dctcps_bpf_port_in_the_simulator_runs_as_its_rust_port_behind_a_ce_thre
     text = (REPO / "crates" / "cclab-bpf-l4s" / "dctcp.bpf.c").read_text()
     # As a user's file: the map and its .name literal, not the macro cclab's build defines.
     text = text.replace("tcp_congestion_ops CCLAB_CA_NAME =", "tcp_congestion_ops cclab_dctcp =").replace(".name = STR(CCLAB_CA_NAME)", '.name = "cclab_dctcp"')
+    # The ports' common header, which the original finds by a path relative to itself.
+    common = REPO / "crates" / "cclab-bpf-common" / "cclab_tcp.h"
+    text = text.replace('#include "../cclab-bpf-common/cclab_tcp.h"', f'#include "{common}"')
     port.write_text("#define CCLAB_CA_NAME cclab_dctcp\n" + text)
     step = {"rate_mbps": 50, "rtt_ms": 20, "buffer": "4bdp", "aqm": "codel", "aqm_params": {"ecn": True, "ce_threshold_ms": 5}}
     bpf, rust = cclab.run(spec(f"{port}:cclab_dctcp", **step)), cclab.run(spec("dctcp", **step))
