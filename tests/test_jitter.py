@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+import cclab
 from cclab.engines.sim import SimEngine
 from cclab.spec import Scenario
 from cclab.spec.scenario import KERNEL_ACK_JITTER_US, KERNEL_STALL_PER_PACKET
 from cclab.sweep import run_key
+from conftest import run_cli
 
 pytestmark = pytest.mark.sim
 
@@ -65,3 +67,24 @@ def test_noise_changes_a_simulator_run_but_not_a_kernel_run(quiet_field: str) ->
     noisy, quiet = cubic_pair().resolve(), cubic_pair(**{quiet_field: 0}).resolve()
     assert run_key(noisy, "sim") != run_key(quiet, "sim")
     assert run_key(noisy, "kernel") == run_key(quiet, "kernel")
+
+
+def test_noise_switches_left_out_keep_the_config_and_each_one_given_is_in_it_and_in_provenance() -> None:
+    from cclab.spec import load
+
+    base = {"duration_s": 2, "bottleneck": {"rate_mbps": 20, "rtt_ms": 20}, "flows": [{"cc": "cubic"}]}
+    assert "noise" not in load(base).resolve()
+    given = load({**base, "noise": {"idle_machine_wake": False}}).resolve()
+    assert given["noise"] == {"idle_machine_wake": False}
+    jitter = cclab.run({**base, "noise": {"idle_machine_wake": False}}).provenance["jitter"]
+    assert (jitter["ts_clock_phase"], jitter["idle_reader_wake"], jitter["idle_machine_wake"]) == (True, True, False)
+    assert "wake.rs" not in jitter["model"] and "TsClock" in jitter["model"]
+    quiet = cclab.run({**base, "jitter_us": 0, "noise": {"ts_clock_phase": True}}).provenance["jitter"]
+    assert (quiet["ts_clock_phase"], quiet["idle_reader_wake"], quiet["idle_machine_wake"]) == (True, False, False)
+
+
+def test_a_noise_switch_that_is_not_true_or_false_is_one_line_naming_it(write_spec) -> None:
+    toml = 'duration_s = 1\n[noise]\nidle_reader_wake = 1\n[bottleneck]\nrate_mbps = 10\nrtt_ms = 10\n[[flows]]\ncc = "cubic"\n'
+    done = run_cli("check", write_spec(toml))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: noise.idle_reader_wake: ") and done.stderr.count("\n") == 1, done.stderr

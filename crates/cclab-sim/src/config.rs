@@ -26,6 +26,10 @@ pub struct SimConfig {
     /// Share of the departures that waited whose dequeue stalls (seeded, see `stall.rs`); 0: none.
     #[serde(default)]
     pub stall_per_packet: f64,
+    /// Which of the host's other timing mechanisms run (the spec's `[noise]`); each, unset,
+    /// runs when the ACK jitter does.
+    #[serde(default)]
+    pub noise: NoiseConfig,
     /// The receiver advertises Linux's autotuned window (tcp/receive_window.rs);
     /// false: it never limits its sender (models up to 8). A flow with a fixed
     /// `rwnd_bytes` keeps that instead.
@@ -34,6 +38,44 @@ pub struct SimConfig {
     /// The hosts' settings (the spec's `[host]`); absent: the kernel engine's namespaces' own.
     #[serde(default)]
     pub host: HostConfig,
+}
+
+/// The kernel engine's host timing the simulator models beside the ACK jitter (`jitter_ns`)
+/// and the dequeue stalls (`stall_per_packet`), one switch each; `None`: on exactly when the
+/// ACK jitter is (how they ran before they were named).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoiseConfig {
+    /// The timestamp option's millisecond clock ticks at a seeded phase (tcp/rtt.rs `TsClock`).
+    #[serde(default)]
+    pub ts_clock_phase: Option<bool>,
+    /// The receiving application wakes after a seeded delay when data follows 5 ms without
+    /// data (tcp/receiver.rs `idle_reader_wake`).
+    #[serde(default)]
+    pub idle_reader_wake: Option<bool>,
+    /// An ACK reaching its sender after 5 ms without a packet waits for the machine to wake
+    /// (wake.rs).
+    #[serde(default)]
+    pub idle_machine_wake: Option<bool>,
+}
+
+/// Which of [`NoiseConfig`]'s mechanisms a run has, resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Noise {
+    pub ts_clock_phase: bool,
+    pub idle_reader_wake: bool,
+    pub idle_machine_wake: bool,
+}
+
+impl NoiseConfig {
+    pub fn resolve(&self, jitter_ns: u64) -> Noise {
+        let with_jitter = jitter_ns > 0;
+        Noise {
+            ts_clock_phase: self.ts_clock_phase.unwrap_or(with_jitter),
+            idle_reader_wake: self.idle_reader_wake.unwrap_or(with_jitter),
+            idle_machine_wake: self.idle_machine_wake.unwrap_or(with_jitter),
+        }
+    }
 }
 
 /// Settings of the sending and receiving hosts.
@@ -241,6 +283,7 @@ impl SimConfig {
             warmup_ns: 0,
             jitter_ns: 0,
             stall_per_packet: 0.0,
+            noise: NoiseConfig::default(),
             receive_window_autotuning: true,
             host: HostConfig::default(),
         }

@@ -94,15 +94,18 @@ impl Simulation {
         if config.stall_per_packet > 0.0 {
             bottleneck.set_stalls(BottleneckStalls::new(root_rng.fork(STALL_RNG_STREAM), config.stall_per_packet));
         }
-        // Forked after the stalls'; drawn only with the noise on, so a run without it keeps
+        let noise = config.noise.resolve(config.jitter_ns);
+        // Forked after the stalls'; drawn only with the phase on, so a run without it keeps
         // its clocks' edges at whole milliseconds from time zero.
         let mut ts_clock = TsClock::default();
-        if config.jitter_ns > 0 {
+        if noise.ts_clock_phase {
             ts_clock.phase = SimDuration(root_rng.fork(CLOCK_PHASE_RNG_STREAM).below(TS_TICK_NS as u32) as u64);
             for flow in &mut flows {
                 flow.sender.ts_clock = ts_clock;
                 flow.receiver.ts_clock = ts_clock;
             }
+        }
+        if noise.idle_reader_wake {
             // Forked after the clock phase's, one stream a reader (wake.rs, receiver.rs).
             for (i, flow) in flows.iter_mut().enumerate() {
                 let rng = root_rng.fork(READER_WAKE_RNG_STREAM + i as u64);
@@ -123,7 +126,7 @@ impl Simulation {
             queue,
             loss_rng,
             ack_jitter,
-            wake: MachineWake::kernel_like(config.jitter_ns > 0),
+            wake: MachineWake::kernel_like(noise.idle_machine_wake),
             loss_probability: b.loss_probability,
             bottleneck,
             dequeue_at: None,

@@ -153,3 +153,30 @@ fn a_busy_path_never_waits_for_the_machine_to_wake() {
     let added_ms = median(&noisy) - median(&quiet);
     assert!(added_ms < 0.1, "median RTT {} -> {}", median(&quiet), median(&noisy));
 }
+
+/// Every counter of a run, to tell runs apart exactly.
+fn counts(cfg: cclab_sim::SimConfig) -> Vec<(u64, u64, u64)> {
+    run(cfg).flows.iter().map(|f| (f.bytes_delivered, f.data_segments_sent, f.retrans_segments)).collect()
+}
+
+fn with_noise(mut cfg: cclab_sim::SimConfig, ts_clock_phase: Option<bool>, idle_reader_wake: Option<bool>, idle_machine_wake: Option<bool>) -> cclab_sim::SimConfig {
+    cfg.noise = cclab_sim::config::NoiseConfig { ts_clock_phase, idle_reader_wake, idle_machine_wake };
+    cfg
+}
+
+#[test]
+fn the_host_noises_unset_follow_the_ack_jitter_and_each_can_be_set_apart_from_it() {
+    // Unset, each runs exactly when the jitter does: the same run as all three set to that.
+    let jittered = counts(cubic_pair(3, 7_600));
+    assert_eq!(counts(with_noise(cubic_pair(3, 7_600), Some(true), Some(true), Some(true))), jittered);
+    let quiet = counts(cubic_pair(3, 0));
+    assert_eq!(counts(with_noise(cubic_pair(3, 0), Some(false), Some(false), Some(false))), quiet);
+    // Each alone, with the jitter off, changes the run; the three off leave the jitter alone,
+    // another run again.
+    for (phase, reader, machine) in [(Some(true), None, None), (None, Some(true), None), (None, None, Some(true))] {
+        assert_ne!(counts(with_noise(cubic_pair(3, 0), phase, reader, machine)), quiet, "{phase:?} {reader:?} {machine:?} on");
+    }
+    let jitter_alone = counts(with_noise(cubic_pair(3, 7_600), Some(false), Some(false), Some(false)));
+    assert_ne!(jitter_alone, jittered);
+    assert_ne!(jitter_alone, quiet);
+}

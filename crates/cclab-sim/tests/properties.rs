@@ -70,6 +70,12 @@ fn arb_config() -> impl Strategy<Value = SimConfig> {
             // No stalls, the measured rate, and a hundred times it: queue, conservation and
             // the rate ceiling hold through the catch-up bursts.
             stall_per_packet: [0.0, 1.44e-4, 1.44e-2][(seed / 4 % 3) as usize],
+            // The host's other timing mechanisms each on, off or with the jitter, apart from it.
+            noise: cclab_sim::config::NoiseConfig {
+                ts_clock_phase: [None, Some(true), Some(false)][(seed % 3) as usize],
+                idle_reader_wake: [None, Some(false), Some(true)][(seed / 3 % 3) as usize],
+                idle_machine_wake: [Some(true), None, Some(false)][(seed / 9 % 3) as usize],
+            },
             // Both receivers: Linux's autotuned window, and one that never limits.
             receive_window_autotuning: seed % 8 != 1,
             // Every third draw recovers without RACK (the classic scoreboard); every fifth has

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from cclab.errors import EngineError, EngineUnavailable
 from cclab.results import RunResult
 from cclab.spec.host import effective
+from cclab.spec.noise import NOISE_MODELS
+from cclab.spec.noise import effective as effective_noise
 
 if TYPE_CHECKING:
     from cclab.engines.base import RunProgress
@@ -71,8 +73,10 @@ class SimEngine:
         except json.JSONDecodeError as error:
             raise EngineError(f"sim engine: result is not JSON: {error}") from None
         jitter_ns, stall_per_packet = config.get("jitter_ns", 0), config.get("stall_per_packet", 0.0)
+        noise = effective_noise(config.get("noise"), jitter_ns)
         kinds = [
-            *(["seeded exponential lateness of each ACK and the handshake's SYN-ACK, in order, over the kernel path's fixed floor (crates/cclab-sim/src/jitter.rs KERNEL_PATH_FLOOR_NS)", "a seeded phase of the timestamp option's millisecond clock (crates/cclab-sim/src/tcp/rtt.rs TsClock)", "an idle machine's wake-up: 167 us for an ACK after 5 ms without a packet, and the reader's seeded wake after 5 ms without data (crates/cclab-sim/src/wake.rs)"] if jitter_ns else []),
+            *(["seeded exponential lateness of each ACK and the handshake's SYN-ACK, in order, over the kernel path's fixed floor (crates/cclab-sim/src/jitter.rs KERNEL_PATH_FLOOR_NS)"] if jitter_ns else []),
+            *(model for name, model in NOISE_MODELS.items() if noise[name]),
             *(["seeded Pareto-tailed stalls of the bottleneck's dequeue (crates/cclab-sim/src/stall.rs)"] if stall_per_packet else []),
         ]
         model = "; ".join(kinds) or "none: the noiseless model"
@@ -85,7 +89,7 @@ class SimEngine:
         result["provenance"] = {
             **result.get("provenance", {}),
             **(_native_provenance(config, libraries) if libraries else {}),
-            "jitter": {"ack_mean_ns": jitter_ns, "stall_per_packet": stall_per_packet, "model": model},
+            "jitter": {"ack_mean_ns": jitter_ns, "stall_per_packet": stall_per_packet, **noise, "model": model},
             "receive_window": window,
             "host_settings": effective(config.get("host")),
         }

@@ -24,6 +24,7 @@ from cclab.spec.bpf_source import load as load_bpf_source
 from cclab.spec.fields import FieldError
 from cclab.spec.host import AUTOTUNE, Host, SocketBuffer, socket_buffer_bytes
 from cclab.spec.link import LinkChange, mean_rate_bps, read_trace_ms
+from cclab.spec.noise import Noise
 from cclab.units import parse_bytes, parse_size
 
 # BBRv1's gain in the first phase of its PROBE_BW cycle: Linux tcp_bbr.c, bbr_pacing_gain[0]
@@ -304,6 +305,8 @@ class Scenario(_Strict):
     # model. The kernel has its own and ignores them.
     jitter_us: float = Field(default=KERNEL_ACK_JITTER_US, ge=0, le=MAX_JITTER_US)
     stall_per_packet: float = Field(default=KERNEL_STALL_PER_PACKET, ge=0, le=1)
+    # The host's other timing mechanisms, one switch each (spec/noise.py).
+    noise: Noise = Noise()
     engine: EngineName = "sim"
     bottleneck: Bottleneck
     flows: list[Flow] = Field(min_length=1)
@@ -428,6 +431,8 @@ class Scenario(_Strict):
             **({"warmup_ns": _ns(self.output.warmup_s, 1e9)} if self.output.warmup_s > 0 else {}),
             "jitter_ns": round(self.jitter_us * 1e3),
             "stall_per_packet": self.stall_per_packet,
+            # Only the switches given: an untouched [noise] keeps the run key.
+            **({"noise": noise} if (noise := self.noise.resolve()) else {}),
             # Only the settings given (spec/host.py): an untouched host keeps its run key.
             **({"host": host} if (host := self.host.resolve()) else {}),
         }
