@@ -10,7 +10,7 @@ import pytest
 
 import cclab
 from cclab.engines.kernel import bpf_cc
-from kernelcase import assert_sound, requires_kernel_engine, kernel_run_spec
+from kernelcase import assert_sound, host_timing_only, requires_kernel_engine, kernel_run_spec
 
 pytestmark = [
     requires_kernel_engine,
@@ -88,6 +88,12 @@ def test_dctcp_behind_the_userspace_dualpi2_agrees_with_the_simulator_within_10_
         # cwnd leapt to about 2^31 within 20 ms and the buffer overflowed; the run is invalid
         # (retransmissions against drops) and cannot judge the agreement. Not yet explained.
         pytest.skip(f"the kernel run's window ran away (the port's ssthresh reached {port['max_ssthresh']:,}; docs/FIDELITY.md)")
+    softnet = [reason for reason in kernel.validity["reasons"] if "softnet_stat drops" in reason]
+    if softnet and all(host_timing_only([reason]) or reason in softnet for reason in kernel.validity["reasons"]):
+        # The userspace bottleneck's releases overflowing a CPU's backlog (netdev_max_backlog,
+        # a sysctl of the whole host, which the engine leaves alone): packets lost outside the
+        # bottleneck, which makes the run invalid. Seen once in CI (53 packets) with no runaway.
+        pytest.skip(f"the kernel run lost packets outside the bottleneck: {softnet[0]}")
     assert_sound(kernel.validity)
     assert kernel.provenance["aqm"]["kind"] == "dualpi2"
     g_kernel, g_sim = kernel.flows.iloc[0]["goodput_mbps"], sim.flows.iloc[0]["goodput_mbps"]
