@@ -168,7 +168,7 @@ def cc_check(source: Annotated[str, typer.Argument(metavar="FILE.c[:NAME]", help
 def cc_compare(
     source: Annotated[str, typer.Argument(metavar="FILE.c[:NAME]", help="the congestion control to compare: a C source or a built-in name", show_default=False)],
     against: Annotated[str, typer.Option("--against", help="the congestion control it is compared with, which drives the run: a built-in name or a C source", show_default=False)],
-    spec: Annotated[Path | None, typer.Argument(metavar="[SPEC]", help="the scenario (its first flow is the one compared) [default: 100 Mbit/s, 20 ms, 1 BDP, 10 s]", show_default=False)] = None,
+    spec: Annotated[Path | None, typer.Argument(metavar="[SPEC]", help="the scenario; its first flow is the one compared (default: one flow at 100 Mbit/s, 20 ms, 1 BDP, for 10 s)", show_default=False)] = None,
     define: Annotated[list[str] | None, typer.Option("--define", "-D", metavar="NAME=VALUE", help="a build parameter for the C sources, as clang's -D (repeatable)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the comparison as one JSON object")] = False,
 ) -> None:

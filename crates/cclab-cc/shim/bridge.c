@@ -328,6 +328,27 @@ void *cclab_sk_storage_get(void *map, unsigned long value_bytes, void *sk, void 
 	return w->storage[i].value;
 }
 
+/* bpf_sk_storage_delete(): the socket's value for `map` gone; -ENOENT if it had none. */
+long bpf_sk_storage_delete(void *map, void *sk)
+{
+	struct cclab_sk *w = (struct cclab_sk *)sk;
+
+	for (int i = 0; i < CCLAB_SK_STORAGE_MAPS && w->storage[i].map; i++) {
+		if (w->storage[i].map != map)
+			continue;
+		__builtin_free(w->storage[i].value);
+		/* Keep the table packed: the last slot in use takes this one's place. */
+		int last = i;
+		while (last + 1 < CCLAB_SK_STORAGE_MAPS && w->storage[last + 1].map)
+			last++;
+		w->storage[i] = w->storage[last];
+		w->storage[last].map = NULL;
+		w->storage[last].value = NULL;
+		return 0;
+	}
+	return -2; /* -ENOENT */
+}
+
 long bpf_setsockopt(void *bpf_socket, int level, int optname, void *optval, int optlen)
 {
 	(void)bpf_socket;

@@ -41,6 +41,7 @@ long bpf_map_update_elem(void *map, const void *key, const void *value, unsigned
 void *cclab_sk_storage_get(void *map, unsigned long value_bytes, void *sk, void *value, unsigned long long flags);
 /* The map's value type gives the storage's size, as the kernel reads it from the map's BTF. */
 #define bpf_sk_storage_get(map_, sk_, init_, flags_) cclab_sk_storage_get((map_), sizeof(*(map_)->value), (sk_), (init_), (flags_))
+long bpf_sk_storage_delete(void *map, void *sk);
 long bpf_setsockopt(void *bpf_socket, int level, int optname, void *optval, int optlen);
 long bpf_getsockopt(void *bpf_socket, int level, int optname, void *optval, int optlen);
 long bpf_tcp_send_ack(void *tp, unsigned int rcv_nxt);
