@@ -57,6 +57,17 @@ def test_the_run_key_follows_the_sources_content_not_its_folder(tmp_path: Path) 
     assert key(first) != key(second)
 
 
+def test_a_sources_simulator_run_key_follows_the_shim_it_runs_with(monkeypatch) -> None:
+    # A change to how the simulator runs sources (crates/cclab-cc/shim) must not reuse a run
+    # stored before it; the kernel engine's key does not depend on the shim.
+    from cclab.engines import native_cc
+
+    config = Scenario.from_dict(spec(str(SOURCE))).resolve()
+    before = (run_key(config, "sim"), run_key(config, "kernel"))
+    monkeypatch.setattr(native_cc, "shim_digest", lambda: "another shim")
+    assert run_key(config, "sim") != before[0] and run_key(config, "kernel") == before[1]
+
+
 def test_a_file_with_several_maps_needs_one_picked_by_variable_or_name() -> None:
     with pytest.raises(SpecError, match=r'^flows\[0\]\.cc: halving\.bpf\.c defines 2 struct_ops maps; pick one as "halving\.bpf\.c:NAME" \(halving, halving_spare\)$'):
         resolved_flow(str(TWO_MAPS))

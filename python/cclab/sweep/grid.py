@@ -177,8 +177,13 @@ def run_key(config: dict[str, Any], engine: str) -> str:
         # The simulator's stand-ins for timing noise: a kernel run has its own and never reads them.
         config = {key: value for key, value in config.items() if key not in SIM_NOISE_KEYS}
     if any("bpf_source" in flow for flow in config.get("flows", [])):
-        # A C source counts by its content (sha256), not by where the folder is.
+        # A C source counts by its content (sha256), not by where the folder is; in the
+        # simulator, also by the shim it runs with (its hooks' view of the socket).
         config = {**config, "flows": [{**f, "bpf_source": {**f["bpf_source"], "path": None}} if "bpf_source" in f else f for f in config["flows"]]}
+        if engine == "sim":
+            from cclab.engines.native_cc import shim_digest
+
+            config = {**config, "native_shim": shim_digest()}
     text = json.dumps({"engine": engine, "model": model, "config": config}, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
