@@ -94,6 +94,15 @@ def test_the_kernel_engines_bbr_v1_port_answers_every_hook_call_as_the_simulator
     assert comparison["differing_calls"] == 0, comparison["fields"]
 
 
+def test_the_v1_port_built_for_another_gain_answers_as_the_simulators_bbr_at_that_gain(tmp_path: Path) -> None:
+    # The spec's probe_bw_gain goes with the bbr side: gain 1.5 as the kernel engine builds it
+    # (cclab_bbr1500) beside the simulator's BBR at 1.5, through 2% loss.
+    spec = tmp_path / "gain.toml"
+    spec.write_text('duration_s = 6\n[bottleneck]\nrate_mbps = 50\nrtt_ms = 25\nbuffer = "1bdp"\nloss = 0.02\n[[flows]]\ncc = "bbr"\nprobe_bw_gain = 1.5\n', encoding="utf-8")
+    comparison = compared(BBR_PORTS / "bbr.bpf.c", *PORT_DEFINES, "-D", "CCLAB_CA_NAME=cclab_bbr1500", "-D", "CCLAB_PROBE_BW_GAIN_PERMILLE=1500", "--against", "bbr", spec)
+    assert comparison["calls"] > 10_000 and comparison["differing_calls"] == 0, comparison["fields"]
+
+
 @pytest.mark.parametrize(("version", "version_defines"), [("bbr3", {}), ("bbr2", {"CCLAB_BBR_V2ALPHA": "1"})])
 def test_the_bbr_v2_and_v3_port_answers_as_the_simulators_without_loss_and_to_loss_alike(version: str, version_defines: dict[str, str], tmp_path: Path) -> None:
     defines = {"CCLAB_HZ": "250", "CCLAB_MAX_TCP_HEADER": "320", "CCLAB_CA_NAME": f"cclab_{version}", **version_defines}

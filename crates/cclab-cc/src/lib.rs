@@ -306,8 +306,8 @@ pub trait CongestionControl {
         false
     }
     /// Whether `.cong_control` is set, so that TCP leaves the pacing rate to the CC
-    /// (`tcp_cong_control` skips `tcp_update_pacing_rate`). The built-in CCs that have one
-    /// also pace, which the sender reads instead; a user's source may have either alone.
+    /// (`tcp_cong_control` skips `tcp_update_pacing_rate`): BBR's and Prague's, and a
+    /// user's source that sets it.
     fn has_cong_control(&self) -> bool {
         false
     }

@@ -370,6 +370,9 @@ impl CongestionControl for Prague {
     fn needs_pacing(&self) -> bool {
         !self.fallback_to_reno
     }
+    fn has_cong_control(&self) -> bool {
+        true
+    }
 
     fn needs_ecn(&self) -> bool {
         !self.fallback_to_reno

@@ -12,10 +12,6 @@ runs in a child process (engines/sim_child.py), so one that crashes ends only th
 from __future__ import annotations
 
 import json
-import re
-import signal
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +19,7 @@ from typing import Any
 from cclab.engines import native_cc
 from cclab.errors import CclabError
 from cclab.spec import load
-from cclab.spec.bpf_source import is_source
+from cclab.spec.bpf_source import STRUCT_OPS_MAP, is_source
 from cclab.spec.scenario import paths_beside, read_toml
 
 #: The scenario when none is given: one flow at 100 Mbit/s, 20 ms, 1 BDP for 10 s, where a
@@ -44,9 +40,11 @@ def configs(candidate: str, against: str, spec: Path | None, defines: Mapping[st
     built natively where it is a C source, with `defines`). Raises CclabError naming the field."""
     data = paths_beside(read_toml(spec), spec.parent) if spec is not None else json.loads(json.dumps(DEFAULT_SPEC))
     flows = data.get("flows") or [{}]
-    first = {k: v for k, v in flows[0].items() if k != "probe_bw_gain"} if isinstance(flows[0], dict) else {}
+    first = flows[0] if isinstance(flows[0], dict) else {}
     resolved = []
     for cc in (against, candidate):
+        # The spec's BBR gain goes with BBR only: the spec refuses it for any other CC.
+        first = {k: v for k, v in first.items() if k != "probe_bw_gain" or cc == "bbr"}
         if is_source(cc) and defines:
             # A source with build parameters (the project's BBR ports): its map's name is a
             # macro the spec cannot read, so the flow is resolved with a stand-in and given
@@ -67,7 +65,7 @@ def _built_with(cc: str, defines: Mapping[str, str]) -> Path:
     path = Path(file_text).resolve()
     if not path.is_file():
         raise CclabError(f"{cc}: no such file")
-    variables = re.findall(r'SEC\(\s*"\.struct_ops(?:\.link)?"\s*\)\s*struct\s+tcp_congestion_ops\s+(\w+)', path.read_text(encoding="utf-8"))
+    variables = [match.group(1) for match in STRUCT_OPS_MAP.finditer(path.read_text(encoding="utf-8"))]
     variable = wanted or (variables[0] if len(variables) == 1 else "")
     if variable not in variables:
         raise CclabError(f"{cc}: name one of its struct_ops maps as FILE.c:NAME ({', '.join(variables) or 'it has none'})")
@@ -110,17 +108,10 @@ def compare(candidate: str, against: str, spec: Path | None = None, defines: Map
 def _compare_in_child(config: dict, candidate_flow: dict, sources: list[str]) -> dict:
     from cclab.engines import sim_child
 
-    done = subprocess.run([sys.executable, "-m", "cclab.engines.sim_child", "compare"], input=json.dumps({"config": config, "candidate": candidate_flow}),
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode == 0:
-        return json.loads(done.stdout)
-    if done.returncode < 0:
-        raise CclabError(f"the congestion control {', '.join(sorted(set(sources)))} crashed the comparison ({signal.Signals(-done.returncode).name})")
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    why = lines[-1] if lines else f"exit status {done.returncode}"
-    if done.returncode == sim_child.FAILED_EXIT:
-        why = why.replace("the congestion control", f"the congestion control {', '.join(sorted(set(sources)))}", 1)
-    raise CclabError(why)
+    try:
+        return json.loads(sim_child.run_in_child(["compare"], json.dumps({"config": config, "candidate": candidate_flow}), sources, "the comparison"))
+    except sim_child.ChildFailed as failed:
+        raise CclabError(str(failed)) from None
 
 
 def render(comparison: dict) -> list[str]:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 from cclab.errors import EngineError, EngineUnavailable
@@ -103,19 +100,11 @@ def _run_with_native(config: dict, libraries: dict[int, str]) -> str:
 
     flows = [{**{k: v for k, v in f.items() if k != "bpf_source"}, "native_cc": libraries[f["flow_id"]]} if f["flow_id"] in libraries else f
              for f in config["flows"]]  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "cclab.engines.sim_child"], input=json.dumps({**config, "flows": flows}),
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode == 0:
-        return done.stdout
-    sources = sorted({f["cc"] for f in config["flows"] if f["flow_id"] in libraries})
-    if done.returncode < 0:
-        name = signal.Signals(-done.returncode).name
-        raise EngineError(f"sim engine: the congestion control {', '.join(sources)} crashed the simulator ({name}); this run failed, nothing else")
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    why = lines[-1] if lines else f"exit status {done.returncode}"
-    if done.returncode == sim_child.FAILED_EXIT:
-        why = why.replace("the congestion control", f"the congestion control {', '.join(sources)}", 1)
-    raise EngineError(f"sim engine: {why}")
+    sources = [f["cc"] for f in config["flows"] if f["flow_id"] in libraries]
+    try:
+        return sim_child.run_in_child([], json.dumps({**config, "flows": flows}), sources, "the simulator")
+    except sim_child.ChildFailed as failed:
+        raise EngineError(f"sim engine: {failed}{'; this run failed, nothing else' if failed.crashed else ''}") from None
 
 
 def _native_provenance(config: dict, libraries: dict[int, str]) -> dict:

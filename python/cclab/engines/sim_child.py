@@ -4,17 +4,44 @@ config arrives on stdin, the result leaves on stdout; a config the simulator ref
 with status 3 and its one line on stderr, a run the user's CC broke (a window of 0) with 4.
 A crash in the user's code ends this process only. With `compare`, stdin holds
 {"config": ..., "candidate": flow} and stdout the comparison (engines/cc_compare.py).
+`run_in_child` is the parent's side.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 
 from cclab import _sim
 
 REFUSED_EXIT = 3
 FAILED_EXIT = 4
+
+
+class ChildFailed(Exception):
+    """The child's one line: why the simulation failed or what crashed it (`crashed`)."""
+
+    def __init__(self, line: str, *, crashed: bool = False) -> None:
+        super().__init__(line)
+        self.crashed = crashed
+
+
+def run_in_child(args: list[str], payload: str, sources: list[str], crashed: str) -> str:
+    """stdout of `python -m cclab.engines.sim_child ARGS` fed `payload`; else ChildFailed with
+    one line naming the user's `sources` (a crash: "... crashed `crashed` (SIGSEGV)")."""
+    done = subprocess.run([sys.executable, "-m", "cclab.engines.sim_child", *args], input=payload, capture_output=True, text=True)
+    if done.returncode == 0:
+        return done.stdout
+    names = ", ".join(sorted(set(sources)))
+    if done.returncode < 0:
+        raise ChildFailed(f"the congestion control {names} crashed {crashed} ({signal.Signals(-done.returncode).name})", crashed=True)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    why = lines[-1] if lines else f"exit status {done.returncode}"
+    if done.returncode == FAILED_EXIT:
+        why = why.replace("the congestion control", f"the congestion control {names}", 1)
+    raise ChildFailed(why)
 
 
 def main(args: list[str]) -> int:

@@ -396,6 +396,9 @@ impl CongestionControl for Bbr {
     fn needs_pacing(&self) -> bool {
         true
     }
+    fn has_cong_control(&self) -> bool {
+        true
+    }
 
     /// `bbr_sndbuf_expand` (net/ipv4/tcp_bbr.c): "Provision 3 * cwnd since BBR may slow-start
     /// even during recovery."

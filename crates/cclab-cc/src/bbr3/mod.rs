@@ -495,6 +495,9 @@ impl CongestionControl for Bbr3 {
     fn needs_pacing(&self) -> bool {
         true
     }
+    fn has_cong_control(&self) -> bool {
+        true
+    }
 
     /// `bbr_sndbuf_expand`, the same 3 in google/bbr v2alpha and v3 as in v1.
     fn sndbuf_expand(&self) -> Option<u32> {
