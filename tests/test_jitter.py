@@ -62,9 +62,10 @@ def test_the_run_records_which_noise_ran() -> None:
     assert quiet.provenance["jitter"]["model"] == "none: the noiseless model"
 
 
-@pytest.mark.parametrize("quiet_field", ["jitter_us", "stall_per_packet"])
+@pytest.mark.parametrize("quiet_field", ["jitter_us", "stall_per_packet", "noise"])
 def test_noise_changes_a_simulator_run_but_not_a_kernel_run(quiet_field: str) -> None:
-    noisy, quiet = cubic_pair().resolve(), cubic_pair(**{quiet_field: 0}).resolve()
+    quieter = {"noise": {"idle_machine_wake": False}} if quiet_field == "noise" else {quiet_field: 0}
+    noisy, quiet = cubic_pair().resolve(), cubic_pair(**quieter).resolve()
     assert run_key(noisy, "sim") != run_key(quiet, "sim")
     assert run_key(noisy, "kernel") == run_key(quiet, "kernel")
 

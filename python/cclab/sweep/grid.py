@@ -163,8 +163,9 @@ class Expansion:
     duplicates: list[RunSpec] = field(default_factory=list)
 
 
-#: Resolved-config keys of the simulator's seeded timing noise (Scenario.jitter_us, stall_per_packet).
-SIM_NOISE_KEYS = ("jitter_ns", "stall_per_packet")
+#: Resolved-config keys of the simulator's model of the kernel engine's host timing (Scenario.jitter_us,
+#: stall_per_packet, [noise]): a kernel run has its own host and never reads them.
+SIM_NOISE_KEYS = ("jitter_ns", "stall_per_packet", "noise")
 
 
 def run_key(config: dict[str, Any], engine: str) -> str:
